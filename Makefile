@@ -1,0 +1,41 @@
+# The waiting room. `make help` lists the targets.
+SHELL := /bin/bash
+GO    ?= go
+SERVICES := queue-gateway
+BIN := bin
+
+export REDIS_URL ?= redis://127.0.0.1:6379/0
+
+.PHONY: help build test vet fmt lint fuzz run clean services-up
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build one static binary per service into bin/
+	@mkdir -p $(BIN)
+	@for s in $(SERVICES); do \
+	  echo "build $$s"; \
+	  CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s || exit 1; \
+	done
+
+vet: ## go vet every module of the workspace
+	$(GO) vet work
+
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+test: vet ## vet, then every test with the race detector against the local servers
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -race -count=1 -timeout 15m work
+
+fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
+	$(GO) test ./pkg/queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
+
+services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
+	@deploy/local/services-up.sh
+
+run: build services-up ## run what exists against local servers, dev auth on, demo queue created
+	@deploy/local/run.sh
+
+clean: ## remove build output
+	rm -rf $(BIN)

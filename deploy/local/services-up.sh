@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Make sure the local Redis, RabbitMQ and PostgreSQL answer: start each one that
+# is installed and stopped. With --install, apt-get installs what is missing
+# (CI on a fresh machine); without it, a missing server is named and we fail.
+set -euo pipefail
+
+install=false
+[[ "${1:-}" == "--install" ]] && install=true
+
+sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+apt_updated=false
+need() { # need <command> <debian package>
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if ! $install; then
+    echo "missing: $1 (install it: apt-get install -y $2)" >&2
+    return 1
+  fi
+  if ! $apt_updated; then
+    sudo_ env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    apt_updated=true
+  fi
+  echo "installing $2"
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+
+wait_for() { # wait_for <name> <seconds> <command...>
+  local name=$1 secs=$2; shift 2
+  for ((i = 0; i < secs * 5; i++)); do
+    if "$@" >/dev/null 2>&1; then echo "$name: up"; return 0; fi
+    sleep 0.2
+  done
+  echo "$name: did not come up within ${secs}s" >&2
+  return 1
+}
+
+missing=0
+need redis-server redis-server || missing=1
+need redis-cli redis-tools || missing=1
+need rabbitmq-server rabbitmq-server || missing=1
+need pg_ctlcluster postgresql || missing=1
+need psql postgresql-client || missing=1
+((missing == 0)) || exit 1
+
+# Redis: in memory only, as the tests expect (a restart loses everything).
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  echo "redis: starting"
+  mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+fi
+wait_for redis 15 redis-cli -h 127.0.0.1 -p 6379 ping
+
+# PostgreSQL: the distribution's cluster, trust auth on 127.0.0.1.
+if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+  echo "postgres: starting"
+  ver=$(ls /etc/postgresql | sort -V | tail -n 1)
+  if [[ -z "$ver" ]]; then
+    echo "postgres: no cluster under /etc/postgresql" >&2; exit 1
+  fi
+  hba=/etc/postgresql/$ver/main/pg_hba.conf
+  if ! grep -q '^host all all 127.0.0.1/32 trust' "$hba"; then
+    sudo_ sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust\nlocal all all trust' "$hba"
+  fi
+  sudo_ pg_ctlcluster --skip-systemctl-redirect "$ver" main start
+fi
+wait_for postgres 30 pg_isready -h 127.0.0.1 -p 5432 -q
+
+# RabbitMQ: the default guest user, loopback only.
+if ! rabbitmq-diagnostics -q ping >/dev/null 2>&1; then
+  echo "rabbitmq: starting"
+  sudo_ rabbitmq-server -detached >/dev/null 2>&1 || true
+fi
+wait_for rabbitmq 90 rabbitmq-diagnostics -q check_port_connectivity

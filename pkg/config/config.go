@@ -1,0 +1,68 @@
+// Package config loads a service's configuration from environment variables.
+//
+// Every service declares one struct with `env` tags and embeds the shared pieces
+// below, so a variable has the same name and meaning in every service.
+package config
+
+import (
+	"fmt"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// Redis names the Redis deployment: a single node, Sentinel or Cluster.
+type Redis struct {
+	// URL is redis://, rediss://, redis+sentinel://, redis+cluster:// or a comma
+	// separated list of cluster seed nodes. See redisstore.NewClient.
+	URL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0" json:"-"`
+}
+
+// AMQP names the RabbitMQ broker.
+type AMQP struct {
+	URL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" json:"-"`
+}
+
+// Database names the PostgreSQL database.
+type Database struct {
+	URL string `env:"DATABASE_URL" envDefault:"postgres://postgres@localhost:5432/waitingroom?sslmode=disable" json:"-"`
+}
+
+// Auth configures JWT verification.
+type Auth struct {
+	// JWTSecret is the HS256 key. Required unless DevMode is on.
+	JWTSecret string `env:"AUTH_JWT_SECRET" json:"-"`
+	// DevMode enables the token-minting endpoint and a fixed, public secret.
+	DevMode bool `env:"AUTH_DEV_MODE" envDefault:"false"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level string `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// Load fills cfg (a pointer to a struct) from the environment and runs its
+// Validate method when it has one.
+func Load(cfg any) error {
+	if err := env.Parse(cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if v, ok := cfg.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
+}
+
+// LoadFrom is Load with an explicit environment, for tests.
+func LoadFrom(cfg any, environ map[string]string) error {
+	if err := env.ParseWithOptions(cfg, env.Options{Environment: environ}); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if v, ok := cfg.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	return nil
+}

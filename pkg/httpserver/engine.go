@@ -1,0 +1,118 @@
+package httpserver
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/waitingroom/waitingroom/pkg/problem"
+)
+
+// MaxBodyBytes is the largest request body any endpoint accepts.
+const MaxBodyBytes = 64 << 10
+
+// EngineOptions configures NewEngine.
+type EngineOptions struct {
+	Service        string
+	Log            *slog.Logger
+	Registry       *prometheus.Registry
+	Health         *Health
+	TrustedProxies []string
+}
+
+// NewEngine returns a gin engine with recovery, request metrics, a body size
+// limit, problem+json for unknown routes and methods, and the health and
+// metrics endpoints registered.
+func NewEngine(o EngineOptions) (*gin.Engine, error) {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true
+	if err := e.SetTrustedProxies(o.TrustedProxies); err != nil {
+		return nil, err
+	}
+	if len(o.TrustedProxies) > 0 {
+		e.ForwardedByClientIP = true
+	}
+
+	reg := o.Registry
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "waitingroom",
+		Subsystem: "http",
+		Name:      "request_duration_seconds",
+		Help:      "HTTP request latency by route, method and status code.",
+		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"service", "route", "method", "code"})
+	reg.MustRegister(duration)
+
+	e.Use(recovery(o.Log), metrics(o.Service, duration), limitBody(MaxBodyBytes))
+	e.NoRoute(func(c *gin.Context) {
+		problem.Write(c.Writer, c.Request, problem.New(http.StatusNotFound, problem.TypeNotFound, "no such resource"))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		problem.Write(c.Writer, c.Request, problem.New(http.StatusMethodNotAllowed, problem.TypeMethodNotAllowed, "method not allowed on this resource"))
+	})
+
+	e.GET("/healthz", o.Health.Healthz)
+	e.GET("/readyz", o.Health.Readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	return e, nil
+}
+
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
+		log.Error("panic in handler", "path", c.Request.URL.Path, "panic", err)
+		problem.Write(c.Writer, c.Request, problem.New(http.StatusInternalServerError, problem.TypeInternal, "internal error"))
+		c.Abort()
+	})
+}
+
+func metrics(service string, h *prometheus.HistogramVec) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		start := time.Now()
+		c.Next()
+		route := c.FullPath()
+		if route == "" {
+			route = "unmatched"
+		}
+		h.WithLabelValues(service, route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+	}
+}
+
+// limitBody refuses a declared oversized body at once with 413 and caps the
+// reader for bodies of unknown length; decoders report the overflow through
+// IsBodyTooLarge.
+func limitBody(max int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.ContentLength > max {
+			problem.Write(c.Writer, c.Request, problem.New(http.StatusRequestEntityTooLarge, problem.TypeBodyTooLarge,
+				"request body is larger than "+strconv.FormatInt(max, 10)+" bytes"))
+			c.Abort()
+			return
+		}
+		if c.Request.Body != nil {
+			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, max)
+		}
+		c.Next()
+	}
+}
+
+// IsBodyTooLarge reports whether err came from reading past the body limit.
+func IsBodyTooLarge(err error) bool {
+	var mbe *http.MaxBytesError
+	return errors.As(err, &mbe)
+}
+
+// BodyTooLarge is the problem for an oversized body.
+func BodyTooLarge() *problem.Problem {
+	return problem.New(http.StatusRequestEntityTooLarge, problem.TypeBodyTooLarge,
+		"request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+}

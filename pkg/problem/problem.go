@@ -1,0 +1,96 @@
+// Package problem writes RFC 9457 problem details (application/problem+json).
+//
+// The Type values are stable, short, relative URI references ("queue-full"):
+// clients switch on them, so they never change once published.
+package problem
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// ContentType is the media type of a problem document.
+const ContentType = "application/problem+json"
+
+// Stable problem types shared by the services.
+const (
+	TypeBadRequest         = "bad-request"
+	TypeValidation         = "validation-failed"
+	TypeBodyTooLarge       = "body-too-large"
+	TypeUnauthorized       = "unauthorized"
+	TypeForbidden          = "forbidden"
+	TypeNotFound           = "not-found"
+	TypeMethodNotAllowed   = "method-not-allowed"
+	TypeRateLimited        = "rate-limited"
+	TypeBackendUnavailable = "backend-unavailable"
+	TypeInternal           = "internal-error"
+	TypeUnsupportedMedia   = "unsupported-media-type"
+)
+
+// FieldError names one bad field of a request and what is wrong with it.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// Problem is an RFC 9457 problem document with the extension members we use.
+type Problem struct {
+	Type     string       `json:"type"`
+	Title    string       `json:"title"`
+	Status   int          `json:"status"`
+	Detail   string       `json:"detail,omitempty"`
+	Instance string       `json:"instance,omitempty"`
+	Errors   []FieldError `json:"errors,omitempty"`
+	// RetryAfter, when positive, is also sent as a Retry-After header (seconds,
+	// rounded up) and as retryAfterMs in the body.
+	RetryAfter   time.Duration `json:"-"`
+	RetryAfterMs int64         `json:"retryAfterMs,omitempty"`
+}
+
+// New returns a problem with the given status, type and detail; the title is the
+// status text.
+func New(status int, typ, detail string) *Problem {
+	return &Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+// WithRetryAfter sets the Retry-After hint.
+func (p *Problem) WithRetryAfter(d time.Duration) *Problem {
+	p.RetryAfter = d
+	return p
+}
+
+// WithErrors attaches field errors.
+func (p *Problem) WithErrors(errs []FieldError) *Problem {
+	p.Errors = errs
+	return p
+}
+
+// Error lets a Problem travel as an error.
+func (p *Problem) Error() string { return p.Type + ": " + p.Detail }
+
+// Write sends p as the response, with Retry-After when set.
+func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if p.Instance == "" && r != nil {
+		p.Instance = r.URL.Path
+	}
+	if p.RetryAfter > 0 {
+		w.Header().Set("Retry-After", RetryAfterSeconds(p.RetryAfter))
+		p.RetryAfterMs = p.RetryAfter.Milliseconds()
+	}
+	w.Header().Set("Content-Type", ContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// RetryAfterSeconds formats d as a Retry-After delta-seconds value, rounded up
+// and at least 1.
+func RetryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}

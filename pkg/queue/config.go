@@ -1,0 +1,101 @@
+package queue
+
+import (
+	"fmt"
+	"math"
+)
+
+// Config holds a queue's knobs. Every field can be changed live.
+type Config struct {
+	State State `json:"state"`
+	// AdmissionRatePerSec is how many people are let through per second.
+	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+	// MaxActive caps the slots held at once (tokens issued and orders in
+	// flight); 0 means no cap.
+	MaxActive int64 `json:"maxActive"`
+	// MaxQueueSize caps the waiting line.
+	MaxQueueSize int64 `json:"maxQueueSize"`
+	// MaxWaitSeconds caps the line further at MaxWaitSeconds x rate, so nobody
+	// is given a place they would wait longer than this for.
+	MaxWaitSeconds int64 `json:"maxWaitSeconds"`
+	// TokenTTLSeconds is how long an entry token lives unused.
+	TokenTTLSeconds int64 `json:"tokenTtlSeconds"`
+	// ActivationSpreadMs spreads one batch's activate-at times over this window
+	// so a batch does not hit the order path in the same millisecond.
+	ActivationSpreadMs int64 `json:"activationSpreadMs"`
+}
+
+// Bounds of the knobs. Values outside them are operator mistakes, not tuning.
+const (
+	MinAdmissionRate      = 0.01
+	MaxAdmissionRate      = 100_000
+	MaxMaxActive          = 10_000_000
+	MaxMaxQueueSize       = 50_000_000
+	MaxMaxWaitSeconds     = 7 * 24 * 3600
+	MinTokenTTLSeconds    = 10
+	MaxTokenTTLSeconds    = 24 * 3600
+	MaxActivationSpreadMs = 60_000
+)
+
+// DefaultConfig is what a new queue starts with: ~175 orders/s (a 40-connection
+// pool at ~200 ms per order, with a 30 % margin), a 5-minute token, a 2-second
+// activation spread.
+func DefaultConfig() Config {
+	return Config{
+		State:               Open,
+		AdmissionRatePerSec: 175,
+		MaxActive:           0,
+		MaxQueueSize:        100_000,
+		MaxWaitSeconds:      600,
+		TokenTTLSeconds:     300,
+		ActivationSpreadMs:  2000,
+	}
+}
+
+// Capacity is the most people the line may hold:
+// min(MaxQueueSize, MaxWaitSeconds x AdmissionRatePerSec).
+func (c Config) Capacity() int64 {
+	byWait := math.Floor(float64(c.MaxWaitSeconds) * c.AdmissionRatePerSec)
+	if byWait < float64(c.MaxQueueSize) {
+		return int64(byWait)
+	}
+	return c.MaxQueueSize
+}
+
+// FieldError is one invalid knob.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+// Validate returns every invalid field, or nil.
+func (c Config) Validate() []FieldError {
+	var errs []FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if !c.State.Valid() {
+		add("state", "must be OPEN, PAUSED or CLOSED")
+	}
+	if math.IsNaN(c.AdmissionRatePerSec) || c.AdmissionRatePerSec < MinAdmissionRate || c.AdmissionRatePerSec > MaxAdmissionRate {
+		add("admissionRatePerSec", "must be between %g and %d", MinAdmissionRate, MaxAdmissionRate)
+	}
+	if c.MaxActive < 0 || c.MaxActive > MaxMaxActive {
+		add("maxActive", "must be between 0 (no cap) and %d", MaxMaxActive)
+	}
+	if c.MaxQueueSize < 1 || c.MaxQueueSize > MaxMaxQueueSize {
+		add("maxQueueSize", "must be between 1 and %d", MaxMaxQueueSize)
+	}
+	if c.MaxWaitSeconds < 1 || c.MaxWaitSeconds > MaxMaxWaitSeconds {
+		add("maxWaitSeconds", "must be between 1 and %d", MaxMaxWaitSeconds)
+	}
+	if c.TokenTTLSeconds < MinTokenTTLSeconds || c.TokenTTLSeconds > MaxTokenTTLSeconds {
+		add("tokenTtlSeconds", "must be between %d and %d", MinTokenTTLSeconds, MaxTokenTTLSeconds)
+	}
+	if c.ActivationSpreadMs < 0 || c.ActivationSpreadMs > MaxActivationSpreadMs {
+		add("activationSpreadMs", "must be between 0 and %d", MaxActivationSpreadMs)
+	} else if c.TokenTTLSeconds >= MinTokenTTLSeconds && c.ActivationSpreadMs >= c.TokenTTLSeconds*1000/2 {
+		add("activationSpreadMs", "must be less than half of tokenTtlSeconds, or tokens could expire before they activate")
+	}
+	return errs
+}

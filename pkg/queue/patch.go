@@ -1,0 +1,114 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"sort"
+)
+
+// Patch is a partial Config: nil fields keep their current value.
+type Patch struct {
+	State               *State
+	AdmissionRatePerSec *float64
+	MaxActive           *int64
+	MaxQueueSize        *int64
+	MaxWaitSeconds      *int64
+	TokenTTLSeconds     *int64
+	ActivationSpreadMs  *int64
+}
+
+// Apply returns c with the patch's fields set.
+func (p Patch) Apply(c Config) Config {
+	if p.State != nil {
+		c.State = *p.State
+	}
+	if p.AdmissionRatePerSec != nil {
+		c.AdmissionRatePerSec = *p.AdmissionRatePerSec
+	}
+	setInt(&c.MaxActive, p.MaxActive)
+	setInt(&c.MaxQueueSize, p.MaxQueueSize)
+	setInt(&c.MaxWaitSeconds, p.MaxWaitSeconds)
+	setInt(&c.TokenTTLSeconds, p.TokenTTLSeconds)
+	setInt(&c.ActivationSpreadMs, p.ActivationSpreadMs)
+	return c
+}
+
+func setInt(dst *int64, v *int64) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// DecodePatch parses a JSON object of knobs strictly and reports every bad
+// field at once: unknown names, nulls and wrong types. Range checks happen on
+// the merged Config (Validate), since some depend on other fields.
+func DecodePatch(data []byte) (Patch, []FieldError) {
+	var p Patch
+	if len(bytes.TrimSpace(data)) == 0 {
+		return p, []FieldError{{Field: "", Message: "request body must be a JSON object"}}
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return p, []FieldError{{Field: "", Message: "request body must be a JSON object: " + err.Error()}}
+	}
+	if raw == nil {
+		return p, []FieldError{{Field: "", Message: "request body must be a JSON object"}}
+	}
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+
+	var errs []FieldError
+	for _, name := range names {
+		v := raw[name]
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			errs = append(errs, FieldError{Field: name, Message: "must not be null"})
+			continue
+		}
+		var msg string
+		switch name {
+		case "state":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				msg = "must be a string: OPEN, PAUSED or CLOSED"
+			} else if st := State(s); !st.Valid() {
+				msg = "must be OPEN, PAUSED or CLOSED"
+			} else {
+				p.State = &st
+			}
+		case "admissionRatePerSec":
+			var f float64
+			if json.Unmarshal(v, &f) != nil {
+				msg = "must be a number"
+			} else {
+				p.AdmissionRatePerSec = &f
+			}
+		case "maxActive":
+			p.MaxActive, msg = decodeInt(v)
+		case "maxQueueSize":
+			p.MaxQueueSize, msg = decodeInt(v)
+		case "maxWaitSeconds":
+			p.MaxWaitSeconds, msg = decodeInt(v)
+		case "tokenTtlSeconds":
+			p.TokenTTLSeconds, msg = decodeInt(v)
+		case "activationSpreadMs":
+			p.ActivationSpreadMs, msg = decodeInt(v)
+		default:
+			msg = "unknown field"
+		}
+		if msg != "" {
+			errs = append(errs, FieldError{Field: name, Message: msg})
+		}
+	}
+	return p, errs
+}
+
+func decodeInt(v json.RawMessage) (*int64, string) {
+	var n int64
+	if err := json.Unmarshal(v, &n); err != nil {
+		return nil, "must be an integer"
+	}
+	return &n, ""
+}

@@ -1,0 +1,97 @@
+// Package queue holds what a waiting line is: its knobs, the states a user can be
+// in, and the rules for estimated wait and polling interval. It knows nothing of
+// Redis or HTTP; adapters translate.
+package queue
+
+import (
+	"errors"
+	"regexp"
+	"time"
+)
+
+// Domain errors. Adapters wrap them; the HTTP edge switches on them once.
+var (
+	ErrNotFound    = errors.New("queue not found")
+	ErrClosed      = errors.New("queue closed")
+	ErrFull        = errors.New("queue full")
+	ErrUnavailable = errors.New("backend unavailable")
+)
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
+
+// ValidID reports whether id is an acceptable queue id. Ids are lower case so a
+// queue cannot be split in two by spelling, and never contain braces, so the
+// Redis hash tag {id} is always the whole id.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// State is a queue's operating state.
+type State string
+
+// Queue states.
+const (
+	// Open accepts entries and admits at the configured rate.
+	Open State = "OPEN"
+	// Paused accepts entries but admits nobody.
+	Paused State = "PAUSED"
+	// Closed accepts no new entries; tokens already issued stay valid.
+	Closed State = "CLOSED"
+)
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool { return s == Open || s == Paused || s == Closed }
+
+// UserState is where a user stands with respect to one queue.
+type UserState string
+
+// User states, as the API names them.
+const (
+	Waiting    UserState = "WAITING"
+	Admitted   UserState = "ADMITTED"
+	Expired    UserState = "EXPIRED"
+	Ordered    UserState = "ORDERED"
+	NotInQueue UserState = "NOT_IN_QUEUE"
+)
+
+// Token is an entry token as its holder sees it. Secret is only ever returned
+// to the user it belongs to, never published.
+type Token struct {
+	Secret     string
+	ID         string
+	ActivateAt time.Time
+	ExpiresAt  time.Time
+}
+
+// Standing is one user's place with respect to a queue, read in one round trip.
+type Standing struct {
+	QueueID    string
+	State      UserState
+	QueueState State
+	// Position is 1-based; 0 unless State is Waiting.
+	Position int64
+	// Total is the number of people waiting in the queue.
+	Total int64
+	// Token is set when State is Admitted, unless the token was already
+	// presented to the order service and the order is in flight (Ordering).
+	Token    *Token
+	Ordering bool
+	// ConfiguredRate and MeasuredRate are admissions per second. MeasuredRate
+	// is 0 until a dispatcher has measured one recently.
+	ConfiguredRate float64
+	MeasuredRate   float64
+}
+
+// Ahead is the number of people in front of the user.
+func (s Standing) Ahead() int64 {
+	if s.Position <= 0 {
+		return 0
+	}
+	return s.Position - 1
+}
+
+// Stats are a queue's live figures.
+type Stats struct {
+	Waiting      int64
+	Active       int64
+	IssuedTotal  int64
+	MeasuredRate float64
+}

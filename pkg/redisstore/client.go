@@ -1,0 +1,187 @@
+// Package redisstore is the Redis adapter of the waiting room: the client built
+// from REDIS_URL, the key layout, and the Lua scripts that make every state
+// change of a queue one atomic operation.
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client timeouts, used unless the URL sets them. They are short on purpose:
+// when Redis is gone the gateway answers 503 at once instead of holding
+// thousands of requests open.
+const (
+	defaultDialTimeout  = 2 * time.Second
+	defaultReadTimeout  = time.Second
+	defaultWriteTimeout = time.Second
+)
+
+// NewClient builds a client from a URL:
+//
+//	redis://[user:pass@]host:6379/0         single node (rediss:// for TLS)
+//	redis+sentinel://[user:pass@]h1:26379,h2:26379/master[/db]
+//	redis+cluster://[user:pass@]h1:7000,h2:7001
+//	h1:7000,h2:7001 or redis://h1:7000,redis://h2:7001   cluster seed list
+//
+// go-redis query options (dial_timeout=3s, pool_size=50, ...) pass through.
+// All three kinds are returned as a redis.UniversalClient, so the rest of the
+// code does not know which one it talks to.
+func NewClient(rawURL string) (redis.UniversalClient, error) {
+	raw := strings.TrimSpace(rawURL)
+	if raw == "" {
+		return nil, errors.New("redisstore: empty REDIS_URL")
+	}
+	switch {
+	case strings.HasPrefix(raw, "redis+sentinel://"), strings.HasPrefix(raw, "rediss+sentinel://"):
+		opt, err := parseSentinel(raw)
+		if err != nil {
+			return nil, err
+		}
+		defaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		return redis.NewFailoverClient(opt), nil
+	case strings.HasPrefix(raw, "redis+cluster://"), strings.HasPrefix(raw, "rediss+cluster://"), strings.Contains(raw, ","):
+		opt, err := parseCluster(raw)
+		if err != nil {
+			return nil, err
+		}
+		defaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		return redis.NewClusterClient(opt), nil
+	default:
+		opt, err := redis.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: REDIS_URL: %w", err)
+		}
+		defaults(&opt.DialTimeout, &opt.ReadTimeout, &opt.WriteTimeout)
+		return redis.NewClient(opt), nil
+	}
+}
+
+func defaults(dial, read, write *time.Duration) {
+	if *dial == 0 {
+		*dial = defaultDialTimeout
+	}
+	if *read == 0 {
+		*read = defaultReadTimeout
+	}
+	if *write == 0 {
+		*write = defaultWriteTimeout
+	}
+}
+
+// multiHost is a URL whose host part is a comma separated list, which net/url
+// cannot parse.
+type multiHost struct {
+	tls      bool
+	userinfo string
+	hosts    []string
+	path     []string
+	query    string
+}
+
+func splitMultiHost(raw string) (multiHost, error) {
+	var m multiHost
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "redis", raw
+	}
+	m.tls = strings.HasPrefix(scheme, "rediss")
+	// Seed lists may repeat the scheme on every element.
+	rest = strings.NewReplacer(",rediss://", ",", ",redis://", ",").Replace(rest)
+	rest, m.query, _ = strings.Cut(rest, "?")
+	hostPart, path, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(hostPart, "@"); i >= 0 {
+		m.userinfo, hostPart = hostPart[:i], hostPart[i+1:]
+	}
+	for _, h := range strings.Split(hostPart, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			m.hosts = append(m.hosts, h)
+		}
+	}
+	if len(m.hosts) == 0 {
+		return m, fmt.Errorf("redisstore: REDIS_URL names no host")
+	}
+	for _, p := range strings.Split(path, "/") {
+		if p != "" {
+			m.path = append(m.path, p)
+		}
+	}
+	return m, nil
+}
+
+// single rewrites m as the one-host URL go-redis parses, the other hosts as
+// addr= parameters.
+func (m multiHost) single(path string, extra url.Values) (string, error) {
+	q, err := url.ParseQuery(m.query)
+	if err != nil {
+		return "", fmt.Errorf("redisstore: REDIS_URL query: %w", err)
+	}
+	for k, vs := range extra {
+		for _, v := range vs {
+			q.Add(k, v)
+		}
+	}
+	for _, h := range m.hosts[1:] {
+		q.Add("addr", h)
+	}
+	scheme := "redis"
+	if m.tls {
+		scheme = "rediss"
+	}
+	s := scheme + "://"
+	if m.userinfo != "" {
+		s += m.userinfo + "@"
+	}
+	s += m.hosts[0] + path
+	if len(q) > 0 {
+		s += "?" + q.Encode()
+	}
+	return s, nil
+}
+
+func parseCluster(raw string) (*redis.ClusterOptions, error) {
+	m, err := splitMultiHost(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.path) > 0 && m.path[0] != "0" {
+		return nil, errors.New("redisstore: Redis Cluster has only database 0")
+	}
+	s, err := m.single("", nil)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseClusterURL(s)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: REDIS_URL: %w", err)
+	}
+	return opt, nil
+}
+
+func parseSentinel(raw string) (*redis.FailoverOptions, error) {
+	m, err := splitMultiHost(raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(m.path) == 0 || len(m.path) > 2 {
+		return nil, errors.New("redisstore: sentinel REDIS_URL needs /<master name>[/<db>]")
+	}
+	path := ""
+	if len(m.path) == 2 {
+		path = "/" + m.path[1]
+	}
+	s, err := m.single(path, url.Values{"master_name": {m.path[0]}})
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseFailoverURL(s)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: REDIS_URL: %w", err)
+	}
+	return opt, nil
+}

@@ -1,0 +1,141 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+const maxUpdateAttempts = 10
+
+// UpdateConfig reads queue q's knobs, lets update change them, and writes the
+// result, all under WATCH so two operators changing knobs at once cannot
+// lose each other's change. update receives the current config (the defaults
+// when the queue does not exist yet) and whether it existed; an error from
+// update aborts without writing. Creating a queue also registers it in
+// wr:queues, where dispatchers find it.
+func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error) {
+	k := KeysFor(q)
+	var (
+		out       queue.Config
+		created   bool
+		updateErr error
+	)
+	txf := func(tx *redis.Tx) error {
+		h, err := tx.HGetAll(ctx, k.Config()).Result()
+		if err != nil {
+			return err
+		}
+		exists := len(h) > 0
+		cur := queue.DefaultConfig()
+		if exists {
+			if cur, err = decodeConfig(h); err != nil {
+				return fmt.Errorf("stored config of %s: %w", q, err)
+			}
+		}
+		next, err := update(cur, exists)
+		if err != nil {
+			updateErr = err
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, k.Config(), encodeConfig(next))
+			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())
+			p.HIncrBy(ctx, k.Config(), "version", 1)
+			return nil
+		})
+		out, created = next, !exists
+		return err
+	}
+	// wr:queues is in another slot, so it cannot join the transaction. It is
+	// written first: a dispatcher that sees an id without config skips it.
+	if err := s.rdb.SAdd(ctx, QueuesKey, q).Err(); err != nil {
+		return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
+	}
+	for range maxUpdateAttempts {
+		err := s.rdb.Watch(ctx, txf, k.Config())
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		if updateErr != nil {
+			return out, false, updateErr
+		}
+		if err != nil {
+			return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
+		}
+		return out, created, nil
+	}
+	return out, false, fmt.Errorf("configure %s: %w: too much contention", q, queue.ErrUnavailable)
+}
+
+// Config returns queue q's knobs and live figures.
+func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats, error) {
+	res, err := statsScript.Run(ctx, s.rdb, KeysFor(q).statsKeys()).Slice()
+	if err != nil {
+		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, classify(err))
+	}
+	if len(res) == 1 {
+		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
+	}
+	if len(res) != 6 {
+		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
+	}
+	flat, _ := res[1].([]any)
+	h := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		h[str(flat[i])] = str(flat[i+1])
+	}
+	cfg, err := decodeConfig(h)
+	if err != nil {
+		return cfg, queue.Stats{}, fmt.Errorf("config %s: %w", q, err)
+	}
+	st := queue.Stats{MeasuredRate: float(res[5])}
+	st.Waiting, _ = res[2].(int64)
+	st.Active, _ = res[3].(int64)
+	st.IssuedTotal, _ = strconv.ParseInt(str(res[4]), 10, 64)
+	return cfg, st, nil
+}
+
+func encodeConfig(c queue.Config) map[string]any {
+	return map[string]any{
+		"state":               string(c.State),
+		"admissionRatePerSec": strconv.FormatFloat(c.AdmissionRatePerSec, 'f', -1, 64),
+		"maxActive":           c.MaxActive,
+		"maxQueueSize":        c.MaxQueueSize,
+		"maxWaitSeconds":      c.MaxWaitSeconds,
+		"tokenTtlSeconds":     c.TokenTTLSeconds,
+		"activationSpreadMs":  c.ActivationSpreadMs,
+	}
+}
+
+func decodeConfig(h map[string]string) (queue.Config, error) {
+	c := queue.DefaultConfig()
+	c.State = queue.State(h["state"])
+	var err error
+	num := func(field string, dst *int64) {
+		v, ok := h[field]
+		if !ok || err != nil {
+			return
+		}
+		if *dst, err = strconv.ParseInt(v, 10, 64); err != nil {
+			err = fmt.Errorf("field %s: %w", field, err)
+		}
+	}
+	if v, ok := h["admissionRatePerSec"]; ok {
+		if c.AdmissionRatePerSec, err = strconv.ParseFloat(v, 64); err != nil {
+			return c, fmt.Errorf("field admissionRatePerSec: %w", err)
+		}
+	}
+	num("maxActive", &c.MaxActive)
+	num("maxQueueSize", &c.MaxQueueSize)
+	num("maxWaitSeconds", &c.MaxWaitSeconds)
+	num("tokenTtlSeconds", &c.TokenTTLSeconds)
+	num("activationSpreadMs", &c.ActivationSpreadMs)
+	return c, err
+}

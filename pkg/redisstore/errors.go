@@ -1,0 +1,38 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// classify turns a go-redis error into a domain error: anything that means
+// "Redis is not answering right now" becomes queue.ErrUnavailable, so the
+// HTTP edge answers 503 with Retry-After. A Redis error reply that is not
+// transient (a script bug, WRONGTYPE) stays an internal error.
+func classify(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var rerr redis.Error
+	if errors.As(err, &rerr) && !transient(rerr.Error()) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", queue.ErrUnavailable, err)
+}
+
+// transient reply prefixes: the server is loading, failing over, busy or
+// refusing writes for now; the request can succeed later.
+func transient(msg string) bool {
+	for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "OOM"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}

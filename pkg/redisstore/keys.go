@@ -1,0 +1,91 @@
+package redisstore
+
+// QueuesKey is the set of known queue ids. It is the one key outside any
+// queue's hash slot; no script touches it.
+const QueuesKey = "wr:queues"
+
+// Status marker values (wr:{q}:status:<user>). The marker outlives the token
+// by two minutes so "not in the line, no token" can say why.
+const (
+	StatusTokenIssued = "TOKEN_ISSUED"
+	StatusOrdering    = "ORDERING"
+	StatusOrdered     = "ORDERED"
+	StatusExpired     = "EXPIRED"
+)
+
+// Fields of the token hash (wr:{q}:token:<user>). Times are Unix milliseconds.
+const (
+	TokenFieldSecret     = "token"
+	TokenFieldID         = "tokenId"
+	TokenFieldActivateAt = "activateAt"
+	TokenFieldExpiresAt  = "expiresAt"
+)
+
+// Fields of the dispatch hash (wr:{q}:dispatch) the gateway reads.
+const (
+	DispatchFieldEpoch        = "epoch"
+	DispatchFieldIssuedTotal  = "issuedTotal"
+	DispatchFieldMeasuredRate = "measuredRate"
+	DispatchFieldLastTickMs   = "lastTickMs"
+)
+
+// Keys names every key of one queue. Each carries the hash tag {queueId}, so a
+// queue lives in one Redis Cluster slot and every script on it can run there.
+type Keys struct{ prefix string }
+
+// KeysFor returns the keys of queue q. q must be a valid queue id (no braces).
+func KeysFor(q string) Keys { return Keys{prefix: "wr:{" + q + "}:"} }
+
+// Config is the queue's knobs (hash).
+func (k Keys) Config() string { return k.prefix + "config" }
+
+// Waiting is the line (zset: user -> sequence number).
+func (k Keys) Waiting() string { return k.prefix + "waiting" }
+
+// Seq is the line's monotonic sequence (INCR, never a clock).
+func (k Keys) Seq() string { return k.prefix + "seq" }
+
+// Token is one user's entry token (hash, TTL = token TTL).
+func (k Keys) Token(user string) string { return k.prefix + "token:" + user }
+
+// Status is one user's status marker (string, TTL = token TTL + 2 min).
+func (k Keys) Status(user string) string { return k.prefix + "status:" + user }
+
+// Active is the slots held (zset: user -> expiry ms).
+func (k Keys) Active() string { return k.prefix + "active" }
+
+// Inflight is the consumed tokens whose order is unsettled (zset: token id ->
+// lease deadline ms).
+func (k Keys) Inflight() string { return k.prefix + "inflight" }
+
+// Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
+func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
+
+// Lock is the dispatcher lease for this queue.
+func (k Keys) Lock() string { return k.prefix + "lock" }
+
+// Outbox is the stream of events written with the state change.
+func (k Keys) Outbox() string { return k.prefix + "outbox" }
+
+// Key lists per script, in the order the scripts read KEYS. Tests check that
+// each list hashes to one cluster slot.
+
+func (k Keys) enterKeys(user string) []string {
+	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch()}
+}
+
+func (k Keys) positionKeys(user string) []string {
+	return []string{k.Config(), k.Waiting(), k.Token(user), k.Status(user), k.Dispatch()}
+}
+
+func (k Keys) statsKeys() []string {
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch()}
+}
+
+func (k Keys) closeKeys() []string {
+	return []string{k.Config(), k.Waiting()}
+}
+
+func (k Keys) leaveKeys(user string) []string {
+	return []string{k.Config(), k.Waiting()}
+}

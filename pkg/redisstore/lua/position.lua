@@ -1,0 +1,29 @@
+-- position: where a user stands, in one round trip.
+-- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch
+-- ARGV: 1 user id
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec')
+if not cfg[1] then
+  return {'NOT_FOUND'}
+end
+local now = now_ms()
+local measured = measured_rate(KEYS[5], now)
+local total = redis.call('ZCARD', KEYS[2])
+
+local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
+if rank then
+  return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1)
+end
+local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expiresAt')
+if tok[1] then
+  return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
+end
+local status = redis.call('GET', KEYS[4])
+if status == 'ORDERED' then
+  return reply('ORDERED', cfg[1], cfg[2], measured, total, 0)
+elseif status == 'ORDERING' then
+  return reply('ORDERING', cfg[1], cfg[2], measured, total, 0)
+elseif status then
+  -- A token was issued (or restored) and is gone without an order.
+  return reply('EXPIRED', cfg[1], cfg[2], measured, total, 0)
+end
+return reply('NOT_IN_QUEUE', cfg[1], cfg[2], measured, total, 0)

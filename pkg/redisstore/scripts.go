@@ -1,0 +1,49 @@
+package redisstore
+
+import (
+	"context"
+	"embed"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// script is a Lua script with the shared prelude prepended. go-redis runs it
+// by EVALSHA and falls back to EVAL on NOSCRIPT (after a Redis restart or a
+// failover to a node that never saw it).
+func script(name string) *redis.Script {
+	prelude, err := luaFS.ReadFile("lua/prelude.lua")
+	if err != nil {
+		panic(err) // embedded at build time: cannot fail at run time
+	}
+	body, err := luaFS.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("redisstore: no script %q", name))
+	}
+	return redis.NewScript(string(prelude) + "\n" + string(body))
+}
+
+var (
+	enterScript    = script("enter")
+	positionScript = script("position")
+	leaveScript    = script("leave")
+	statsScript    = script("stats")
+	closeScript    = script("close")
+)
+
+// gatewayScripts are the scripts the gateway runs.
+var gatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}
+
+// LoadScripts loads scripts into the script cache of every node (every master
+// of a cluster), so the first call of each is an EVALSHA.
+func LoadScripts(ctx context.Context, c redis.UniversalClient, scripts ...*redis.Script) error {
+	for _, s := range scripts {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("redisstore: load script: %w", classify(err))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Store runs the queue operations against Redis.
+type Store struct {
+	rdb redis.UniversalClient
+}
+
+// NewStore returns a Store over rdb.
+func NewStore(rdb redis.UniversalClient) (*Store, error) {
+	if rdb == nil {
+		return nil, errors.New("redisstore: nil client")
+	}
+	return &Store{rdb: rdb}, nil
+}
+
+// Client is the underlying client, for adapters that share it (rate limits).
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// LoadScripts preloads the gateway's scripts.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	return LoadScripts(ctx, s.rdb, gatewayScripts...)
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return classify(s.rdb.Ping(ctx).Err())
+}
+
+// Enter gives user a place in line q (see lua/enter.lua). It returns
+// queue.ErrNotFound, queue.ErrClosed or queue.ErrFull (with the standing's
+// figures filled) when there is no place to give.
+func (s *Store) Enter(ctx context.Context, q, user string) (queue.Standing, error) {
+	k := KeysFor(q)
+	res, err := enterScript.Run(ctx, s.rdb, k.enterKeys(user), user).Slice()
+	if err != nil {
+		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))
+	}
+	st, outcome, err := standingReply(q, res)
+	if err != nil {
+		return st, fmt.Errorf("enter %s: %w", q, err)
+	}
+	switch outcome {
+	case "CLOSED":
+		return st, fmt.Errorf("enter %s: %w", q, queue.ErrClosed)
+	case "FULL":
+		return st, fmt.Errorf("enter %s: %w", q, queue.ErrFull)
+	}
+	return st, nil
+}
+
+// Position reads where user stands in queue q, in one round trip.
+func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, error) {
+	k := KeysFor(q)
+	res, err := positionScript.Run(ctx, s.rdb, k.positionKeys(user), user).Slice()
+	if err != nil {
+		return queue.Standing{}, fmt.Errorf("position %s: %w", q, classify(err))
+	}
+	st, _, err := standingReply(q, res)
+	if err != nil {
+		return st, fmt.Errorf("position %s: %w", q, err)
+	}
+	return st, nil
+}
+
+// Leave takes user out of line q. It reports whether the user was waiting.
+func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
+	k := KeysFor(q)
+	n, err := leaveScript.Run(ctx, s.rdb, k.leaveKeys(user), user).Int64()
+	if err != nil {
+		return false, fmt.Errorf("leave %s: %w", q, classify(err))
+	}
+	if n < 0 {
+		return false, fmt.Errorf("leave %s: %w", q, queue.ErrNotFound)
+	}
+	return n == 1, nil
+}
+
+// Close stops entries to q and drops its waiting line, returning how many
+// people were in it.
+func (s *Store) Close(ctx context.Context, q string) (int64, error) {
+	n, err := closeScript.Run(ctx, s.rdb, KeysFor(q).closeKeys()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("close %s: %w", q, classify(err))
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("close %s: %w", q, queue.ErrNotFound)
+	}
+	return n, nil
+}
+
+// Queues lists the known queue ids.
+func (s *Store) Queues(ctx context.Context) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, QueuesKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queues: %w", classify(err))
+	}
+	return ids, nil
+}
+
+// Waiting returns the length of each named queue's line, in one pipeline.
+func (s *Store) Waiting(ctx context.Context, ids []string) (map[string]int64, error) {
+	cmds := make([]*redis.IntCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.ZCard(ctx, KeysFor(id).Waiting())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting: %w", classify(err))
+	}
+	out := make(map[string]int64, len(ids))
+	for i, id := range ids {
+		out[id] = cmds[i].Val()
+	}
+	return out, nil
+}
+
+// standingReply decodes the reply layout of lua/prelude.lua's reply().
+func standingReply(q string, res []any) (queue.Standing, string, error) {
+	st := queue.Standing{QueueID: q}
+	if len(res) == 0 {
+		return st, "", errors.New("empty script reply")
+	}
+	outcome, _ := res[0].(string)
+	if outcome == "NOT_FOUND" {
+		return st, outcome, queue.ErrNotFound
+	}
+	if len(res) < 6 {
+		return st, outcome, fmt.Errorf("short script reply (%d values)", len(res))
+	}
+	st.QueueState = queue.State(str(res[1]))
+	st.ConfiguredRate = float(res[2])
+	st.MeasuredRate = float(res[3])
+	st.Total, _ = res[4].(int64)
+	st.Position, _ = res[5].(int64)
+	switch outcome {
+	case "WAITING":
+		st.State = queue.Waiting
+	case "ADMITTED", "ORDERING":
+		st.State = queue.Admitted
+		st.Ordering = outcome == "ORDERING"
+		if len(res) >= 10 && res[6] != nil {
+			st.Token = &queue.Token{
+				Secret:     str(res[6]),
+				ID:         str(res[7]),
+				ActivateAt: msTime(res[8]),
+				ExpiresAt:  msTime(res[9]),
+			}
+		}
+	case "ORDERED":
+		st.State = queue.Ordered
+	case "EXPIRED":
+		st.State = queue.Expired
+	case "NOT_IN_QUEUE", "CLOSED", "FULL":
+		st.State = queue.NotInQueue
+	default:
+		return st, outcome, fmt.Errorf("unknown script outcome %q", outcome)
+	}
+	return st, outcome, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func float(v any) float64 {
+	f, _ := strconv.ParseFloat(str(v), 64)
+	return f
+}
+
+func msTime(v any) time.Time {
+	ms, err := strconv.ParseInt(str(v), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}

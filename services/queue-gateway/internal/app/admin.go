@@ -1,0 +1,52 @@
+package app
+
+import (
+	"context"
+	"sort"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Configure creates queue q with the defaults overlaid by patch, or changes
+// the given knobs of an existing queue. The merged configuration is checked as
+// a whole (some limits depend on other knobs); nothing is written when any
+// field is bad. It reports whether the queue was created.
+func (s *Service) Configure(ctx context.Context, q string, patch queue.Patch) (queue.Config, bool, error) {
+	if !queue.ValidID(q) {
+		return queue.Config{}, false, ErrInvalidQueueID
+	}
+	return s.store.UpdateConfig(ctx, q, func(cur queue.Config, _ bool) (queue.Config, error) {
+		next := patch.Apply(cur)
+		if errs := next.Validate(); len(errs) > 0 {
+			return cur, &InvalidConfigError{Fields: errs}
+		}
+		return next, nil
+	})
+}
+
+// Queue returns q's knobs and live figures.
+func (s *Service) Queue(ctx context.Context, q string) (queue.Config, queue.Stats, error) {
+	if !queue.ValidID(q) {
+		return queue.Config{}, queue.Stats{}, ErrInvalidQueueID
+	}
+	return s.store.Config(ctx, q)
+}
+
+// Close stops entries to q and drops its line; it returns how many people
+// were waiting.
+func (s *Service) Close(ctx context.Context, q string) (int64, error) {
+	if !queue.ValidID(q) {
+		return 0, ErrInvalidQueueID
+	}
+	return s.store.Close(ctx, q)
+}
+
+// Queues lists the known queue ids, sorted.
+func (s *Service) Queues(ctx context.Context) ([]string, error) {
+	ids, err := s.store.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(ids)
+	return ids, nil
+}

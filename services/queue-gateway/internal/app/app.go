@@ -1,0 +1,62 @@
+// Package app holds the queue-gateway's use cases: enter, position, leave and
+// the queue admin operations. It checks the input and applies the domain rules;
+// the store adapter does the atomic work.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Store is the persistence the gateway needs. redisstore.Store implements it.
+type Store interface {
+	Enter(ctx context.Context, q, user string) (queue.Standing, error)
+	Position(ctx context.Context, q, user string) (queue.Standing, error)
+	Leave(ctx context.Context, q, user string) (bool, error)
+	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
+	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
+	Close(ctx context.Context, q string) (int64, error)
+	Queues(ctx context.Context) ([]string, error)
+}
+
+// Input errors.
+var (
+	ErrInvalidQueueID = errors.New("invalid queue id")
+	ErrInvalidUserID  = errors.New("invalid user id")
+)
+
+// InvalidConfigError lists every bad knob of a configuration request.
+type InvalidConfigError struct {
+	Fields []queue.FieldError
+}
+
+func (e *InvalidConfigError) Error() string {
+	return fmt.Sprintf("invalid queue configuration (%d bad fields)", len(e.Fields))
+}
+
+// Service runs the gateway's use cases.
+type Service struct {
+	store Store
+}
+
+// New returns a Service over store.
+func New(store Store) (*Service, error) {
+	if store == nil {
+		return nil, errors.New("app: nil store")
+	}
+	return &Service{store: store}, nil
+}
+
+func checkIDs(q, user string) error {
+	if !queue.ValidID(q) {
+		return ErrInvalidQueueID
+	}
+	if !auth.ValidUserID(user) {
+		return ErrInvalidUserID
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/logging"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
+)
+
+// Run loads the configuration from the environment and serves until ctx ends.
+func Run(ctx context.Context) error {
+	var cfg Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stdout, "queue-gateway", cfg.Level)
+	if err != nil {
+		return err
+	}
+	srv, err := NewServer(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return srv.Serve(ctx)
+}
+
+// Server is a wired gateway, listening.
+type Server struct {
+	http   *httpserver.Server
+	health *httpserver.Health
+	closer func() error
+}
+
+// NewServer wires the gateway and binds its listener. Redis need not be up:
+// the client connects lazily and the gateway answers 503 until it is.
+func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.DevMode {
+		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
+	}
+	ver, err := auth.NewVerifier(cfg.secret())
+	if err != nil {
+		return nil, err
+	}
+	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return nil, err
+	}
+	store, err := redisstore.NewStore(rdb)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.LoadScripts(ctx); err != nil {
+		// Not fatal: scripts are sent with EVAL on first use if the cache misses.
+		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
+	}
+	svc, err := app.New(store)
+	if err != nil {
+		return nil, err
+	}
+	var limiter httpapi.Limiter
+	if cfg.EnterRateLimitPerIP > 0 {
+		if limiter, err = redisstore.NewRateLimiter(rdb, "wr:enter:ip:", cfg.EnterRateLimitPerIP); err != nil {
+			return nil, err
+		}
+	}
+	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping})
+	h, err := httpapi.New(httpapi.Options{
+		Service:        svc,
+		Verifier:       ver,
+		Log:            log,
+		Registry:       prometheus.NewRegistry(),
+		Health:         health,
+		EnterLimiter:   limiter,
+		DevMode:        cfg.DevMode,
+		TrustedProxies: cfg.TrustedProxies,
+		QueueLister:    store,
+	})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	hs, err := httpserver.New(cfg.HTTPAddr, h, log, cfg.ShutdownTimeout)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return &Server{http: hs, health: health, closer: rdb.Close}, nil
+}
+
+// Addr is the bound listen address.
+func (s *Server) Addr() string { return s.http.Addr() }
+
+// Serve serves until ctx ends: readiness fails first, then in-flight requests
+// finish, then the Redis client closes.
+func (s *Server) Serve(ctx context.Context) error {
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		s.health.Drain()
+		cancel()
+	}()
+	err := s.http.Serve(sctx)
+	if cerr := s.closer(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
+}

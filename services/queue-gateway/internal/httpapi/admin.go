@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"io"
+	"mime"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
+)
+
+// queueView is a queue's knobs plus its live figures.
+type queueView struct {
+	QueueID string `json:"queueId"`
+	queue.Config
+	Waiting            int64   `json:"waiting"`
+	Active             int64   `json:"active"`
+	IssuedTotal        int64   `json:"issuedTotal"`
+	MeasuredRatePerSec float64 `json:"measuredRatePerSec"`
+	// Capacity is the line's effective cap: min(maxQueueSize, maxWaitSeconds x rate).
+	Capacity int64 `json:"capacity"`
+}
+
+func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
+	return queueView{
+		QueueID:            q,
+		Config:             cfg,
+		Waiting:            st.Waiting,
+		Active:             st.Active,
+		IssuedTotal:        st.IssuedTotal,
+		MeasuredRatePerSec: round2(st.MeasuredRate),
+		Capacity:           cfg.Capacity(),
+	}
+}
+
+func (h *handler) putQueue(c *gin.Context) {
+	q := c.Param("queueId")
+	if !queue.ValidID(q) {
+		h.fail(c, app.ErrInvalidQueueID)
+		return
+	}
+	body, ok := h.readJSON(c)
+	if !ok {
+		return
+	}
+	patch, errs := queue.DecodePatch(body)
+	if len(errs) > 0 {
+		h.fail(c, &app.InvalidConfigError{Fields: errs})
+		return
+	}
+	_, created, err := h.svc.Configure(c, q, patch)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	cfg, st, err := h.svc.Queue(c, q)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.log.Info("queue configured", "queue", q, "created", created, "config", cfg)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Header("Location", c.Request.URL.Path)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(status, newQueueView(q, cfg, st))
+}
+
+func (h *handler) getQueue(c *gin.Context) {
+	q := c.Param("queueId")
+	cfg, st, err := h.svc.Queue(c, q)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, newQueueView(q, cfg, st))
+}
+
+func (h *handler) deleteQueue(c *gin.Context) {
+	q := c.Param("queueId")
+	n, err := h.svc.Close(c, q)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.log.Info("queue closed", "queue", q, "dropped", n)
+	c.Status(http.StatusNoContent)
+}
+
+func (h *handler) listQueues(c *gin.Context) {
+	ids, err := h.svc.Queues(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"queues": ids})
+}
+
+// readJSON reads a JSON request body within the size limit. It writes the
+// problem and returns false when the body cannot be used.
+func (h *handler) readJSON(c *gin.Context) ([]byte, bool) {
+	if ct := c.GetHeader("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && mt != "application/merge-patch+json") {
+			problem.Write(c.Writer, c.Request, problem.New(http.StatusUnsupportedMediaType, problem.TypeUnsupportedMedia,
+				"send the body as application/json"))
+			c.Abort()
+			return nil, false
+		}
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		if httpserver.IsBodyTooLarge(err) {
+			problem.Write(c.Writer, c.Request, httpserver.BodyTooLarge())
+		} else {
+			problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeBadRequest, "could not read the request body"))
+		}
+		c.Abort()
+		return nil, false
+	}
+	return body, true
+}

@@ -1,0 +1,146 @@
+package httpapi
+
+import (
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// standingView is the body of enter and position.
+type standingView struct {
+	QueueID    string `json:"queueId"`
+	State      string `json:"state"`
+	QueueState string `json:"queueState"`
+	Position   int64  `json:"position"`
+	Ahead      int64  `json:"ahead"`
+	Total      int64  `json:"total"`
+	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting.
+	EtaSeconds int64 `json:"etaSeconds"`
+	// RetryAfterMs is when to ask again; it grows with the position.
+	RetryAfterMs int64 `json:"retryAfterMs"`
+	// AdmissionRatePerSec is the rate the estimate used (measured if known).
+	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+
+	Token           string `json:"token,omitempty"`
+	TokenID         string `json:"tokenId,omitempty"`
+	ActivateAt      string `json:"activateAt,omitempty"`
+	ExpiresAt       string `json:"expiresAt,omitempty"`
+	OrderInProgress bool   `json:"orderInProgress,omitempty"`
+}
+
+func newStandingView(s queue.Standing) (standingView, time.Duration) {
+	retry := queue.Jitter(s.RetryAfter())
+	v := standingView{
+		QueueID:             s.QueueID,
+		State:               string(s.State),
+		QueueState:          string(s.QueueState),
+		Position:            s.Position,
+		Ahead:               s.Ahead(),
+		Total:               s.Total,
+		RetryAfterMs:        retry.Milliseconds(),
+		AdmissionRatePerSec: math.Round(s.Rate()*100) / 100,
+		OrderInProgress:     s.Ordering,
+	}
+	if s.State == queue.Waiting {
+		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))
+	}
+	if t := s.Token; t != nil {
+		v.Token, v.TokenID = t.Secret, t.ID
+		v.ActivateAt = t.ActivateAt.Format(time.RFC3339Nano)
+		v.ExpiresAt = t.ExpiresAt.Format(time.RFC3339Nano)
+	}
+	return v, retry
+}
+
+func writeStanding(c *gin.Context, s queue.Standing) {
+	v, retry := newStandingView(s)
+	c.Header("Cache-Control", "no-store")
+	c.Header("Retry-After", problem.RetryAfterSeconds(retry))
+	c.JSON(http.StatusOK, v)
+}
+
+func (h *handler) enter(c *gin.Context) {
+	p, _ := auth.FromContext(c)
+	st, err := h.svc.Enter(c, c.Param("queueId"), p.UserID)
+	h.m.enter(st, err)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	writeStanding(c, st)
+}
+
+func (h *handler) position(c *gin.Context) {
+	p, _ := auth.FromContext(c)
+	st, err := h.svc.Position(c, c.Param("queueId"), p.UserID)
+	h.m.position(st, err)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	writeStanding(c, st)
+}
+
+func (h *handler) leave(c *gin.Context) {
+	p, _ := auth.FromContext(c)
+	if err := h.svc.Leave(c, c.Param("queueId"), p.UserID); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// publicQueueView is what anybody may know of a queue.
+type publicQueueView struct {
+	QueueID             string  `json:"queueId"`
+	State               string  `json:"state"`
+	Waiting             int64   `json:"waiting"`
+	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+	MeasuredRatePerSec  float64 `json:"measuredRatePerSec"`
+}
+
+func (h *handler) publicQueue(c *gin.Context) {
+	q := c.Param("queueId")
+	cfg, stats, err := h.svc.Queue(c, q)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	// Cheap to cache: a second-old figure is as good for a waiting page.
+	c.Header("Cache-Control", "public, max-age=1")
+	c.JSON(http.StatusOK, publicQueueView{
+		QueueID:             q,
+		State:               string(cfg.State),
+		Waiting:             stats.Waiting,
+		AdmissionRatePerSec: cfg.AdmissionRatePerSec,
+		MeasuredRatePerSec:  round2(stats.MeasuredRate),
+	})
+}
+
+// limitEnter applies the per-IP enter limit before the token is even checked.
+func (h *handler) limitEnter(c *gin.Context) {
+	if h.limiter == nil {
+		return
+	}
+	ok, retry, err := h.limiter.Allow(c, c.ClientIP())
+	if err != nil {
+		h.m.enterOutcome("unavailable")
+		h.fail(c, err)
+		return
+	}
+	if !ok {
+		h.m.enterOutcome("rate_limited")
+		problem.Write(c.Writer, c.Request, problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
+			"too many enter requests from this address").WithRetryAfter(max(retry, time.Second)))
+		c.Abort()
+	}
+}
+
+func round2(f float64) float64 { return math.Round(f*100) / 100 }
+
