@@ -89,6 +89,9 @@ func (c Config) Validate() []FieldError {
 	if c.MaxWaitSeconds < 1 || c.MaxWaitSeconds > MaxMaxWaitSeconds {
 		add("maxWaitSeconds", "must be between 1 and %d", MaxMaxWaitSeconds)
 	}
+	if len(errs) == 0 && c.Capacity() < 1 {
+		add("maxWaitSeconds", "maxWaitSeconds x admissionRatePerSec must let at least one person wait")
+	}
 	if c.TokenTTLSeconds < MinTokenTTLSeconds || c.TokenTTLSeconds > MaxTokenTTLSeconds {
 		add("tokenTtlSeconds", "must be between %d and %d", MinTokenTTLSeconds, MaxTokenTTLSeconds)
 	}

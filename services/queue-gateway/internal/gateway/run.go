@@ -27,6 +27,7 @@ func Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	redisstore.SetLogger(log)
 	srv, err := NewServer(ctx, cfg, log)
 	if err != nil {
 		return err
