@@ -22,14 +22,15 @@ vet: ## go vet every module of the workspace
 	$(GO) vet work
 
 fmt: ## gofmt the tree
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w pkg services
 
 test: vet ## vet, then every test with the race detector against the local servers
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	@test -z "$$(gofmt -l pkg services)" || { echo "gofmt needed:"; gofmt -l pkg services; exit 1; }
 	$(GO) test -race -count=1 -timeout 15m work
 
 fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
-	$(GO) test ./pkg/queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
+	cd pkg && $(GO) test ./queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
+	cd services/queue-gateway && $(GO) test ./internal/httpapi -run '^$$' -fuzz FuzzPutQueue -fuzztime $${FUZZTIME:-30s}
 
 services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
 	@deploy/local/services-up.sh

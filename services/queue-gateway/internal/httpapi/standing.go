@@ -143,4 +143,3 @@ func (h *handler) limitEnter(c *gin.Context) {
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
-
