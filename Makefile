@@ -6,7 +6,7 @@ BIN := bin
 
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: help build test vet fmt lint fuzz run clean services-up
+.PHONY: help build test vet fmt fuzz bench run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,6 +31,9 @@ test: vet ## vet, then every test with the race detector against the local serve
 fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
 	cd pkg && $(GO) test ./queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
 	cd services/queue-gateway && $(GO) test ./internal/httpapi -run '^$$' -fuzz FuzzPutQueue -fuzztime $${FUZZTIME:-30s}
+
+bench: ## Go benchmarks of the store and handlers against the local servers
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
 
 services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
 	@deploy/local/services-up.sh

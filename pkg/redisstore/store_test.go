@@ -2,6 +2,8 @@ package redisstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,7 +17,15 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
-func newStore(t *testing.T) (*redisstore.Store, redis.UniversalClient) {
+func newStoreB(b *testing.B) (*redisstore.Store, redis.UniversalClient) { return newStore(b) }
+
+func randHex() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newStore(t testing.TB) (*redisstore.Store, redis.UniversalClient) {
 	t.Helper()
 	rdb := testenv.Redis(t)
 	s, err := redisstore.NewStore(rdb)
