@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-const maxUpdateAttempts = 10
+// Optimistic transaction retries. Admin writes are rare; under a burst of
+// them each round lets one writer through, so the bound is generous and the
+// retries back off with jitter.
+const maxUpdateAttempts = 100
 
 // UpdateConfig reads queue q's knobs, lets update change them, and writes the
 // result, all under WATCH so two operators changing knobs at once cannot
@@ -61,6 +65,11 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 	for range maxUpdateAttempts {
 		err := s.rdb.Watch(ctx, txf, k.Config())
 		if errors.Is(err, redis.TxFailedErr) {
+			select {
+			case <-ctx.Done():
+				return out, false, fmt.Errorf("configure %s: %w", q, ctx.Err())
+			case <-time.After(time.Duration(1+rand.IntN(5)) * time.Millisecond):
+			}
 			continue
 		}
 		if updateErr != nil {

@@ -58,6 +58,10 @@ func (k Keys) Active() string { return k.prefix + "active" }
 // lease deadline ms).
 func (k Keys) Inflight() string { return k.prefix + "inflight" }
 
+// InflightTokens keeps what a restore needs to put a consumed token back
+// (hash: token id -> user|secret|activateAt|expiresAt|orderId|seq).
+func (k Keys) InflightTokens() string { return k.prefix + "inflight:tokens" }
+
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
 
@@ -86,6 +90,29 @@ func (k Keys) closeKeys() []string {
 	return []string{k.Config(), k.Waiting()}
 }
 
-func (k Keys) leaveKeys(user string) []string {
+func (k Keys) leaveKeys(string) []string {
 	return []string{k.Config(), k.Waiting()}
 }
+
+func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch()} }
+
+func (k Keys) issueKeys() []string {
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox()}
+}
+
+func (k Keys) consumeKeys(user string) []string {
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.InflightTokens()}
+}
+
+func (k Keys) settleKeys(user string) []string {
+	return []string{k.Status(user), k.Active(), k.Inflight(), k.InflightTokens()}
+}
+
+func (k Keys) restoreKeys(user string) []string {
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.InflightTokens(), k.Outbox()}
+}
+
+// Prefix is the queue's key prefix, hash tag included. Scripts that touch
+// per-user keys of users they discover (the issue script's popped users)
+// build those keys from it.
+func (k Keys) Prefix() string { return k.prefix }

@@ -32,7 +32,18 @@ var (
 	leaveScript    = script("leave")
 	statsScript    = script("stats")
 	closeScript    = script("close")
+	leaseScript    = script("lease")
+	issueScript    = script("issue")
+	consumeScript  = script("consume")
+	settleScript   = script("settle")
+	restoreScript  = script("restore")
 )
+
+// DispatcherScripts are the scripts the admission-dispatcher runs.
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript}
+
+// OrderScripts are the scripts the order-service runs.
+var OrderScripts = []*redis.Script{consumeScript, settleScript, restoreScript}
 
 // gatewayScripts are the scripts the gateway runs.
 var gatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}

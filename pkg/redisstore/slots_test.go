@@ -56,7 +56,12 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"leave":    k.leaveKeys(u),
 				"stats":    k.statsKeys(),
 				"close":    k.closeKeys(),
-				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Dispatch(), k.Lock(), k.Outbox()},
+				"lease":    k.leaseKeys(),
+				"issue":    append(k.issueKeys(), k.Prefix()+"token:"+u, k.Prefix()+"status:"+u),
+				"consume":  k.consumeKeys(u),
+				"settle":   k.settleKeys(u),
+				"restore":  k.restoreKeys(u),
+				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.InflightTokens(), k.Dispatch(), k.Lock(), k.Outbox()},
 			}
 			for name, keys := range sets {
 				want := slot(keys[0])

@@ -36,7 +36,7 @@ func newStore(t testing.TB) (*redisstore.Store, redis.UniversalClient) {
 }
 
 // newQueue creates a queue with a unique id and the knobs mut sets.
-func newQueue(t *testing.T, s *redisstore.Store, mut func(*queue.Config)) string {
+func newQueue(t testing.TB, s *redisstore.Store, mut func(*queue.Config)) string {
 	t.Helper()
 	q := testenv.ID(t)
 	_, created, err := s.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
@@ -52,7 +52,7 @@ func newQueue(t *testing.T, s *redisstore.Store, mut func(*queue.Config)) string
 }
 
 // grantToken writes a token the way the dispatcher's issue script does.
-func grantToken(t *testing.T, rdb redis.UniversalClient, q, user, secret, id string, ttl time.Duration) {
+func grantToken(t testing.TB, rdb redis.UniversalClient, q, user, secret, id string, ttl time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	k := redisstore.KeysFor(q)

@@ -17,7 +17,7 @@ local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expi
 if tok[1] then
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
-local status = redis.call('GET', KEYS[4])
+local status = marker_state(redis.call('GET', KEYS[4]))
 if status == 'ORDERED' then
   return reply('ORDERED', cfg[1], cfg[2], measured, total, 0)
 elseif status == 'ORDERING' then

@@ -24,3 +24,22 @@ local function reply(outcome, cfg_state, cfg_rate, measured, total, position, to
   end
   return r
 end
+
+-- Status markers are "<STATE>:<tokenId>[:<orderId>]"; the state decides what
+-- a user is told, the ids make every transition idempotent.
+local function marker_state(m)
+  if not m then
+    return nil
+  end
+  local i = string.find(m, ':', 1, true)
+  if i then
+    return string.sub(m, 1, i - 1)
+  end
+  return m
+end
+
+-- Appends one event to the queue's outbox stream, in the same script (and so
+-- the same atomic step) as the state change it reports.
+local function emit(outbox, fields)
+  redis.call('XADD', outbox, '*', unpack(fields))
+end

@@ -1,0 +1,84 @@
+package queue
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Admission errors.
+var (
+	// ErrStaleEpoch: the caller's fencing epoch is not the queue's current
+	// one; it has lost the lead and must stop issuing.
+	ErrStaleEpoch = errors.New("stale leader epoch")
+	// ErrInvalidToken: no such token for this user and queue, a wrong
+	// secret, or an expired one.
+	ErrInvalidToken = errors.New("invalid entry token")
+)
+
+// NotActiveError: the token is valid but its activate-at lies ahead.
+type NotActiveError struct{ Wait time.Duration }
+
+func (e *NotActiveError) Error() string { return fmt.Sprintf("entry token not active for another %v", e.Wait) }
+
+// Grant is a fresh token the issuer hands to the issue operation: a 128-bit
+// secret (only its holder ever sees it) and a 128-bit public id.
+type Grant struct {
+	Secret  string
+	TokenID string
+}
+
+// NewGrant makes a grant from crypto/rand.
+func NewGrant() (Grant, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return Grant{}, fmt.Errorf("token: %w", err)
+	}
+	return Grant{
+		Secret:  base64.RawURLEncoding.EncodeToString(b[:16]),
+		TokenID: hex.EncodeToString(b[16:]),
+	}, nil
+}
+
+// IssueResult is what one leader tick did.
+type IssueResult struct {
+	// Paused: the queue is not OPEN; nothing was issued.
+	Paused bool
+	// Issued tokens, and slots pruned as no-shows, this tick.
+	Issued, Expired int
+	// Waiting is the line's length after the tick.
+	Waiting int64
+}
+
+// RestoreOutcome is what a restore did.
+type RestoreOutcome string
+
+// Restore outcomes.
+const (
+	// Restored: the token is back with its remaining TTL, slot kept.
+	Restored RestoreOutcome = "RESTORED"
+	// RestoreExpired: the token's expiry passed meanwhile; the slot is freed.
+	RestoreExpired RestoreOutcome = "EXPIRED"
+	// Freed: a non-restorable failure; the slot is freed.
+	Freed RestoreOutcome = "FREED"
+	// Duplicate: already handled (a redelivery); nothing changed.
+	Duplicate RestoreOutcome = "DUPLICATE"
+)
+
+// Consumed is a token taken by the order path.
+type Consumed struct {
+	TokenID    string
+	ActivateAt time.Time
+	ExpiresAt  time.Time
+}
+
+// InflightToken is a consumed token whose order is not settled yet.
+type InflightToken struct {
+	TokenID  string
+	UserID   string
+	OrderID  string
+	Deadline time.Time
+}

@@ -1,0 +1,32 @@
+package queue
+
+import "time"
+
+// Event types written to a queue's outbox.
+const (
+	EventTokenIssued   = "TokenIssued"
+	EventTokenRestored = "TokenRestored"
+	EventTokenExpired  = "TokenExpired"
+)
+
+// Event is one entry of a queue's outbox: a state change to be published.
+// Its ID is derived from the token (and order), so a republished event has
+// the same id and consumers can drop duplicates.
+type Event struct {
+	// StreamID is the outbox entry's id, for acknowledging it.
+	StreamID string
+
+	Type       string
+	ID         string
+	QueueID    string
+	UserID     string
+	TokenID    string
+	OrderID    string
+	Reason     string
+	Seq        int64
+	ActivateAt time.Time
+	ExpiresAt  time.Time
+	OccurredAt time.Time
+	// RemainingTTL is set on TokenRestored.
+	RemainingTTL time.Duration
+}

@@ -1,0 +1,42 @@
+-- restore: an order with this token failed. Restorable: the token goes back
+-- with its original expiry (so its remaining TTL), slot kept, TokenRestored
+-- emitted; if that expiry has passed the slot is freed and TokenExpired is
+-- emitted instead. Not restorable (sold out): the slot is freed.
+-- Idempotent by token and order id: only the in-flight marker of this very
+-- token and order is acted on, so a redelivered OrderFailed, or one that
+-- arrives after the token was restored and used again, changes nothing.
+-- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 inflight data, 6 outbox
+-- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id
+local user, tid, oid = ARGV[1], ARGV[2], ARGV[3]
+if redis.call('GET', KEYS[2]) ~= 'ORDERING:' .. tid .. ':' .. oid then
+  return {'DUPLICATE'}
+end
+local data = redis.call('HGET', KEYS[5], tid)
+redis.call('ZREM', KEYS[4], tid)
+redis.call('HDEL', KEYS[5], tid)
+local now = now_ms()
+if ARGV[4] ~= '1' or not data then
+  redis.call('SET', KEYS[2], 'FAILED:' .. tid .. ':' .. oid, 'KEEPTTL')
+  redis.call('ZREM', KEYS[3], user)
+  return {'FREED'}
+end
+-- data: user|secret|activateAt|expiresAt|orderId|seq
+local f = {}
+for part in string.gmatch(data, '[^|]+') do
+  f[#f + 1] = part
+end
+local secret, activate, expires = f[2], tonumber(f[3]), tonumber(f[4])
+if expires <= now then
+  redis.call('SET', KEYS[2], 'EXPIRED:' .. tid, 'KEEPTTL')
+  redis.call('ZREM', KEYS[3], user)
+  emit(KEYS[6], {'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', ARGV[5], 'user', user,
+    'tid', tid, 'reason', 'RESTORE_TOO_LATE', 'at', now})
+  return {'EXPIRED'}
+end
+redis.call('HSET', KEYS[1], 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', f[6] or '0')
+redis.call('PEXPIREAT', KEYS[1], expires)
+redis.call('SET', KEYS[2], 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
+redis.call('ZADD', KEYS[3], expires, user)
+emit(KEYS[6], {'type', 'TokenRestored', 'eid', tid .. '.restored.' .. oid, 'q', ARGV[5], 'user', user,
+  'tid', tid, 'oid', oid, 'exp', expires, 'rem', expires - now, 'at', now})
+return {'RESTORED', expires - now}

@@ -1,0 +1,107 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Consume takes user's entry token for queue q if secret matches it and it is
+// active (see lua/consume.lua). Exactly one of many concurrent calls with the
+// same token succeeds. The token moves to inflight with a lease; orderID
+// ties the later settle or restore to this attempt.
+func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
+	res, err := consumeScript.Run(ctx, s.rdb, KeysFor(q).consumeKeys(user),
+		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds()).Slice()
+	if err != nil {
+		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, classify(err))
+	}
+	switch str(res[0]) {
+	case "INVALID":
+		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, queue.ErrInvalidToken)
+	case "NOT_ACTIVE":
+		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, &queue.NotActiveError{Wait: time.Duration(intOf(res, 1)) * time.Millisecond})
+	case "OK":
+		return queue.Consumed{
+			TokenID:    str(res[1]),
+			ActivateAt: time.UnixMilli(intOf(res, 2)).UTC(),
+			ExpiresAt:  time.UnixMilli(intOf(res, 3)).UTC(),
+		}, nil
+	}
+	return queue.Consumed{}, fmt.Errorf("consume %s: unknown reply %v", q, res)
+}
+
+// Settle records that the order for this token was committed: slot freed,
+// marker ORDERED. It reports false when there was nothing to settle (already
+// settled or restored).
+func (s *Store) Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error) {
+	n, err := settleScript.Run(ctx, s.rdb, KeysFor(q).settleKeys(user), user, tokenID, orderID).Int64()
+	if err != nil {
+		return false, fmt.Errorf("settle %s: %w", q, classify(err))
+	}
+	return n == 1, nil
+}
+
+// Restore handles a failed order for this token (see lua/restore.lua).
+func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, restorable bool) (queue.RestoreOutcome, error) {
+	r := "0"
+	if restorable {
+		r = "1"
+	}
+	res, err := restoreScript.Run(ctx, s.rdb, KeysFor(q).restoreKeys(user), user, tokenID, orderID, r, q).Slice()
+	if err != nil {
+		return "", fmt.Errorf("restore %s: %w", q, classify(err))
+	}
+	out := queue.RestoreOutcome(str(res[0]))
+	switch out {
+	case queue.Restored, queue.RestoreExpired, queue.Freed, queue.Duplicate:
+		return out, nil
+	}
+	return "", fmt.Errorf("restore %s: unknown reply %v", q, res)
+}
+
+// Overdue lists up to limit tokens of q whose inflight lease ended before
+// now, oldest first, with the user and order each belongs to: the reaper's
+// work list.
+func (s *Store) Overdue(ctx context.Context, q string, now time.Time, limit int64) ([]queue.InflightToken, error) {
+	k := KeysFor(q)
+	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, k.Inflight(), &redis.ZRangeBy{
+		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: limit,
+	}).Result()
+	if err != nil || len(zs) == 0 {
+		return nil, classifyf("overdue "+q, err)
+	}
+	ids := make([]string, len(zs))
+	for i, z := range zs {
+		ids[i] = z.Member.(string)
+	}
+	data, err := s.rdb.HMGet(ctx, k.InflightTokens(), ids...).Result()
+	if err != nil {
+		return nil, classifyf("overdue "+q, err)
+	}
+	out := make([]queue.InflightToken, 0, len(ids))
+	for i, id := range ids {
+		// user|secret|activateAt|expiresAt|orderId|seq
+		f := strings.Split(str(data[i]), "|")
+		t := queue.InflightToken{TokenID: id, Deadline: time.UnixMilli(int64(zs[i].Score)).UTC()}
+		if len(f) >= 5 {
+			t.UserID, t.OrderID = f[0], f[4]
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// classifyf wraps a Redis error with an operation name; nil stays nil.
+func classifyf(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, classify(err))
+}
