@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -22,7 +23,9 @@ var (
 // NotActiveError: the token is valid but its activate-at lies ahead.
 type NotActiveError struct{ Wait time.Duration }
 
-func (e *NotActiveError) Error() string { return fmt.Sprintf("entry token not active for another %v", e.Wait) }
+func (e *NotActiveError) Error() string {
+	return fmt.Sprintf("entry token not active for another %v", e.Wait)
+}
 
 // Grant is a fresh token the issuer hands to the issue operation: a 128-bit
 // secret (only its holder ever sees it) and a 128-bit public id.
@@ -81,4 +84,10 @@ type InflightToken struct {
 	UserID   string
 	OrderID  string
 	Deadline time.Time
+}
+
+// BatchCap is the most one tick of length tick may admit at rate per second:
+// ceil(rate x tick) + 1, the bound the issue operation applies.
+func BatchCap(rate float64, tick time.Duration) int {
+	return int(math.Ceil(rate*tick.Seconds())) + 1
 }

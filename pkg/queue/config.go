@@ -32,7 +32,7 @@ const (
 	MaxMaxActive          = 10_000_000
 	MaxMaxQueueSize       = 50_000_000
 	MaxMaxWaitSeconds     = 7 * 24 * 3600
-	MinTokenTTLSeconds    = 10
+	MinTokenTTLSeconds    = 1
 	MaxTokenTTLSeconds    = 24 * 3600
 	MaxActivationSpreadMs = 60_000
 )

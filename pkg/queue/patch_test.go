@@ -55,7 +55,7 @@ func TestValidateBounds(t *testing.T) {
 		{"empty line", func(c *Config) { c.MaxQueueSize = 0 }, "maxQueueSize"},
 		{"absurd line", func(c *Config) { c.MaxQueueSize = 1 << 40 }, "maxQueueSize"},
 		{"no wait", func(c *Config) { c.MaxWaitSeconds = 0 }, "maxWaitSeconds"},
-		{"token too short", func(c *Config) { c.TokenTTLSeconds = 1 }, "tokenTtlSeconds"},
+		{"token too short", func(c *Config) { c.TokenTTLSeconds = 0 }, "tokenTtlSeconds"},
 		{"negative spread", func(c *Config) { c.ActivationSpreadMs = -5 }, "activationSpreadMs"},
 		{"spread longer than half the token", func(c *Config) { c.TokenTTLSeconds, c.ActivationSpreadMs = 20, 10_000 }, "activationSpreadMs"},
 		{"line of nobody", func(c *Config) { c.AdmissionRatePerSec, c.MaxWaitSeconds = 0.01, 10 }, "maxWaitSeconds"},

@@ -64,17 +64,6 @@ func (s *Store) Issue(ctx context.Context, q string, epoch int64, tick time.Dura
 	return queue.IssueResult{}, fmt.Errorf("issue %s: unknown reply %v", q, res)
 }
 
-// BatchCap is the most one tick can admit at rate per second: the DESIGN's
-// ceil(rate x tick) + 1, the same bound the script applies.
-func BatchCap(rate float64, tick time.Duration) int {
-	n := rate * tick.Seconds()
-	c := int(n)
-	if float64(c) < n {
-		c++
-	}
-	return c + 1
-}
-
 func intOf(res []any, i int) int64 {
 	if i >= len(res) {
 		return 0

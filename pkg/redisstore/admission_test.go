@@ -117,12 +117,16 @@ func TestIssueWithOldEpochIsStaleAndChangesNothing(t *testing.T) {
 func TestIssueAdmitsInOrderAtTheRateWithinTheBatchCap(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
-	q := newQueue(t, s, func(c *queue.Config) { c.AdmissionRatePerSec = 100; c.ActivationSpreadMs = 1000; c.TokenTTLSeconds = 60 })
+	q := newQueue(t, s, func(c *queue.Config) {
+		c.AdmissionRatePerSec = 100
+		c.ActivationSpreadMs = 1000
+		c.TokenTTLSeconds = 60
+	})
 	ctx := context.Background()
 	fill(t, s, q, 50)
 	epoch := lead(t, s, q, "a")
 	tick := 100 * time.Millisecond
-	capN := redisstore.BatchCap(100, tick) // 11
+	capN := queue.BatchCap(100, tick) // 11
 
 	// First tick starts the clock: no elapsed time, nothing issued.
 	r, err := s.Issue(ctx, q, epoch, tick, grants(t, capN))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 )
 
 // BenchmarkEnter measures the enter script end to end (one EVALSHA round trip
@@ -51,9 +52,7 @@ func BenchmarkPosition(b *testing.B) {
 	})
 }
 
-func newQueueB(b *testing.B, s interface {
-	UpdateConfig(context.Context, string, func(queue.Config, bool) (queue.Config, error)) (queue.Config, bool, error)
-}) string {
+func newQueueB(b *testing.B, s *redisstore.Store) string {
 	b.Helper()
 	q := "bench-" + strconv.FormatInt(int64(b.N), 10) + "-" + randHex()
 	_, _, err := s.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
@@ -64,5 +63,6 @@ func newQueueB(b *testing.B, s interface {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = s.Purge(context.Background(), q) })
 	return q
 }

@@ -189,3 +189,38 @@ func msTime(v any) time.Time {
 	}
 	return time.UnixMilli(ms).UTC()
 }
+
+// Purge deletes queue q entirely: every key of it and its registration.
+// Operators close queues (Close); Purge is for tests and tooling that must
+// leave nothing behind.
+func (s *Store) Purge(ctx context.Context, q string) error {
+	if err := s.rdb.SRem(ctx, QueuesKey, q).Err(); err != nil {
+		return classifyf("purge "+q, err)
+	}
+	k := KeysFor(q)
+	// On a cluster every key of q is in one slot, so one node's SCAN sees
+	// them all; ForEachMaster covers both topologies.
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, k.Prefix()+"*", 500).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		for i := 0; i < len(keys); i += 500 {
+			if err := c.Del(ctx, keys[i:min(i+500, len(keys))]...).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.rdb)
+	}
+	return classifyf("purge "+q, err)
+}

@@ -48,6 +48,7 @@ func newQueue(t testing.TB, s *redisstore.Store, mut func(*queue.Config)) string
 	if err != nil || !created {
 		t.Fatalf("create queue %s: created=%v err=%v", q, created, err)
 	}
+	t.Cleanup(func() { _ = s.Purge(context.Background(), q) })
 	return q
 }
 

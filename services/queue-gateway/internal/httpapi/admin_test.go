@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,6 +31,7 @@ func TestQueueAdminLifecycle(t *testing.T) {
 	h := newHarness(t)
 	admin := h.admin()
 	q := testenv.ID(t)
+	t.Cleanup(func() { _ = h.store.Purge(context.Background(), q) })
 	path := "/admin/v1/queues/" + q
 
 	// Create with one knob: the rest are the documented defaults.

@@ -210,6 +210,7 @@ func (h *harness) newQueueWithID(q string, knobs map[string]any) string {
 	if knobs == nil {
 		knobs = map[string]any{}
 	}
+	h.t.Cleanup(func() { _ = h.store.Purge(context.Background(), q) })
 	r := h.must(http.MethodPut, "/admin/v1/queues/"+q, h.admin(), knobs)
 	if r.status != http.StatusCreated {
 		h.t.Fatalf("create queue %s: %d %s", q, r.status, r.body)

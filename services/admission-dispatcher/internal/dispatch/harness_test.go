@@ -1,0 +1,217 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
+)
+
+// recorder is a Publisher that keeps every event, as a broker consumer would
+// see them.
+type recorder struct {
+	mu     sync.Mutex
+	events []queue.Event
+	fail   atomic.Bool
+	queue  string // when set, of() reports only this queue's events
+}
+
+func (r *recorder) Publish(_ context.Context, events []queue.Event) error {
+	if r.fail.Load() {
+		return errors.New("broker down")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, events...)
+	return nil
+}
+
+// of returns the recorded events of one type, in publish order.
+func (r *recorder) of(typ string) []queue.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []queue.Event
+	for _, e := range r.events {
+		if e.Type == typ && (r.queue == "" || e.QueueID == r.queue) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// crashable wraps a Store; once crashed every call fails, like a process
+// that died: it neither renews nor releases its lease.
+type crashable struct {
+	*redisstore.Store
+	crashed atomic.Bool
+}
+
+var errCrashed = errors.New("process is dead")
+
+func (c *crashable) AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error) {
+	if c.crashed.Load() {
+		return 0, errCrashed
+	}
+	return c.Store.AcquireLease(ctx, q, owner, ttl)
+}
+
+func (c *crashable) RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error) {
+	if c.crashed.Load() {
+		return false, errCrashed
+	}
+	return c.Store.RenewLease(ctx, q, owner, epoch, ttl)
+}
+
+func (c *crashable) ReleaseLease(ctx context.Context, q, owner string, epoch int64) error {
+	if c.crashed.Load() {
+		return errCrashed
+	}
+	return c.Store.ReleaseLease(ctx, q, owner, epoch)
+}
+
+func (c *crashable) Issue(ctx context.Context, q string, epoch int64, tick time.Duration, g []queue.Grant) (queue.IssueResult, error) {
+	if c.crashed.Load() {
+		return queue.IssueResult{}, errCrashed
+	}
+	return c.Store.Issue(ctx, q, epoch, tick, g)
+}
+
+func (c *crashable) ReadOutbox(ctx context.Context, q, consumer string, n int64, block time.Duration) ([]queue.Event, error) {
+	if c.crashed.Load() {
+		return nil, errCrashed
+	}
+	return c.Store.ReadOutbox(ctx, q, consumer, n, block)
+}
+
+// replica is one dispatcher process.
+type replica struct {
+	owner  string
+	store  *crashable
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type cluster struct {
+	t        *testing.T
+	rdb      redis.UniversalClient
+	store    *redisstore.Store
+	pub      *recorder
+	opts     dispatch.Options
+	replicas []*replica
+}
+
+func newCluster(t *testing.T, opts dispatch.Options) *cluster {
+	rdb := testenv.Redis(t)
+	s, err := redisstore.NewStore(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{t: t, rdb: rdb, store: s, pub: &recorder{}, opts: opts}
+}
+
+// start runs n more dispatcher replicas; each is stopped at test cleanup.
+func (c *cluster) start(n int) {
+	for range n {
+		o := c.opts
+		o.Owner = testenv.ID(c.t)
+		r := &replica{owner: o.Owner, store: &crashable{Store: c.store}, done: make(chan struct{})}
+		d, err := dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, o)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		r.cancel = cancel
+		go func() { defer close(r.done); _ = d.Run(ctx) }()
+		c.replicas = append(c.replicas, r)
+		c.t.Cleanup(r.stop)
+	}
+}
+
+// stop is a graceful shutdown (SIGTERM): it returns once the replica exited.
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// leader returns the replica holding q's lease, waiting for one.
+func (c *cluster) leader(q string) *replica {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		v, _ := c.rdb.Get(context.Background(), redisstore.KeysFor(q).Lock()).Result()
+		for _, r := range c.replicas {
+			if v != "" && len(v) > len(r.owner) && v[:len(r.owner)+1] == r.owner+":" {
+				return r
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader for %s within 10s", q)
+	return nil
+}
+
+func (c *cluster) newQueue(mut func(*queue.Config)) string {
+	c.t.Helper()
+	q := testenv.ID(c.t)
+	_, _, err := c.store.UpdateConfig(context.Background(), q, func(cfg queue.Config, _ bool) (queue.Config, error) {
+		if mut != nil {
+			mut(&cfg)
+		}
+		return cfg, nil
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = c.store.Purge(context.Background(), q) })
+	// Tests share Redis with other packages' tests: each cluster serves only
+	// its own queues.
+	c.opts.Queues = append(c.opts.Queues, q)
+	return q
+}
+
+func (c *cluster) fill(q string, n int) {
+	c.t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := c.store.Enter(ctx, q, userName(i)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ticks groups TokenIssued events by the tick (Redis time) that issued them.
+func ticks(events []queue.Event) (times []time.Time, counts map[time.Time]int) {
+	counts = map[time.Time]int{}
+	for _, e := range events {
+		if counts[e.OccurredAt] == 0 {
+			times = append(times, e.OccurredAt)
+		}
+		counts[e.OccurredAt]++
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	return times, counts
+}
