@@ -1,12 +1,12 @@
 # The waiting room. `make help` lists the targets.
 SHELL := /bin/bash
 GO    ?= go
-SERVICES := queue-gateway
+SERVICES := queue-gateway admission-dispatcher
 BIN := bin
 
 export REDIS_URL ?= redis://127.0.0.1:6379/0
 
-.PHONY: help build test vet fmt fuzz bench run clean services-up
+.PHONY: help build test vet fmt fuzz bench proto run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
 
 bench: ## Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
+
+proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
+	deploy/proto/gen.sh
 
 services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
 	@deploy/local/services-up.sh

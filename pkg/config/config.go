@@ -20,6 +20,8 @@ type Redis struct {
 // AMQP names the RabbitMQ broker.
 type AMQP struct {
 	URL string `env:"AMQP_URL" envDefault:"amqp://guest:guest@localhost:5672/" json:"-"`
+	// Exchange is the topic exchange events go through.
+	Exchange string `env:"AMQP_EXCHANGE" envDefault:"waitingroom.events"`
 }
 
 // Database names the PostgreSQL database.

@@ -1,0 +1,75 @@
+// Package wire builds the admission-dispatcher from its configuration.
+package wire
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Config is the admission-dispatcher's environment.
+type Config struct {
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8083"`
+	config.Log
+	config.Redis
+	config.AMQP
+	// Tick is the admission period.
+	Tick time.Duration `env:"DISPATCH_TICK" envDefault:"100ms"`
+	// Lease is the per-queue leadership lease; a standby takes over within
+	// lease + tick after a leader dies. It must outlast the worst tick.
+	Lease time.Duration `env:"DISPATCH_LEASE" envDefault:"3s"`
+	// Queues limits this deployment to some queue ids (sharding); empty = all.
+	Queues []string `env:"DISPATCH_QUEUES"`
+	// InstanceID names this replica in leases; defaults to hostname + random.
+	InstanceID string `env:"INSTANCE_ID"`
+	// OrderFailedDeliveryLimit is how often one OrderFailed is redelivered
+	// before it is dead-lettered to admission-dispatcher.order-failed.dlq.
+	OrderFailedDeliveryLimit int `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
+	// OrderFailedQueue is the quorum queue OrderFailed is consumed from.
+	OrderFailedQueue string        `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
+	ShutdownTimeout  time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+}
+
+// Validate checks what env tags cannot.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Tick < 10*time.Millisecond || c.Tick > 10*time.Second {
+		errs = append(errs, errors.New("DISPATCH_TICK must be between 10ms and 10s"))
+	}
+	if c.Lease < 3*c.Tick {
+		errs = append(errs, errors.New("DISPATCH_LEASE must be at least three ticks (it must outlast the worst tick)"))
+	}
+	for _, q := range c.Queues {
+		if !queue.ValidID(q) {
+			errs = append(errs, fmt.Errorf("DISPATCH_QUEUES: %q is not a valid queue id", q))
+		}
+	}
+	if c.OrderFailedQueue == "" {
+		errs = append(errs, errors.New("ORDER_FAILED_QUEUE must not be empty"))
+	}
+	if c.OrderFailedDeliveryLimit < 1 {
+		errs = append(errs, errors.New("ORDER_FAILED_DELIVERY_LIMIT must be positive"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// owner is this replica's lease owner id: unique per process, readable in
+// the lock value (hostname = pod name in Kubernetes).
+func (c *Config) owner() string {
+	if c.InstanceID != "" {
+		return c.InstanceID
+	}
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
