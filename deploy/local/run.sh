@@ -68,7 +68,7 @@ cat <<MSG
 
   waiting room is up: ${services[*]}
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
-  dev token:   curl -X POST $GATEWAY/api/v1/dev/token -d '{"userId":"u1"}'
+  dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'
   enter:       curl -X POST -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/enter
   Ctrl-C stops everything.
 
