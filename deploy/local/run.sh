@@ -14,6 +14,7 @@ export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/waitingro
 export ENTER_RATE_LIMIT_PER_IP=${ENTER_RATE_LIMIT_PER_IP:-0}
 
 GATEWAY=${GATEWAY:-http://127.0.0.1:8080}
+ORDERS=${ORDERS:-http://127.0.0.1:8081}
 DEMO_QUEUE=${DEMO_QUEUE:-demo}
 
 # service name -> colour
@@ -25,6 +26,13 @@ done
 if ((${#services[@]} == 0)); then
   echo "no service binaries in bin/: run make build" >&2
   exit 1
+fi
+
+# The order-service needs its database.
+if [[ -x bin/order-service ]]; then
+  db=${DATABASE_URL##*/}; db=${db%%\?*}
+  psql "${DATABASE_URL%/*}/postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
+    psql "${DATABASE_URL%/*}/postgres" -qc "CREATE DATABASE \"$db\""
 fi
 
 pids=()
@@ -39,7 +47,6 @@ stop() {
 trap stop INT TERM EXIT
 
 for s in "${services[@]}"; do
-  port_busy=false
   case $s in
     queue-gateway) port=8080 ;; order-service) port=8081 ;;
     notification-service) port=8082 ;; admission-dispatcher) port=8083 ;;
@@ -64,12 +71,24 @@ admin=$(curl -fsS -X POST "$GATEWAY/api/v1/dev/token" -H 'Content-Type: applicat
   -d '{"userId":"demo-admin","role":"admin"}' | jq -r .token)
 curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$DEMO_QUEUE" -H "Authorization: Bearer $admin" \
   -H 'Content-Type: application/json' -d '{"state":"OPEN","admissionRatePerSec":5}' >/dev/null
+if [[ -x bin/order-service ]]; then
+  for _ in $(seq 1 100); do
+    curl -fsS "$ORDERS/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS -X PUT "$ORDERS/admin/v1/products/demo-tee" -H "Authorization: Bearer $admin" \
+    -H 'Content-Type: application/json' \
+    -d "{\"queueId\":\"$DEMO_QUEUE\",\"name\":\"Demo tee\",\"stock\":100,\"priceCents\":2500}" >/dev/null
+fi
 cat <<MSG
 
   waiting room is up: ${services[*]}
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
   dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'
   enter:       curl -X POST -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/enter
+  position:    curl -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/position
+  order:       curl -X POST $ORDERS/api/v1/orders -H "Authorization: Bearer <token>" -H "X-Entry-Token: <entry token>" \
+                 -H 'Content-Type: application/json' -d '{"queueId":"$DEMO_QUEUE","productId":"demo-tee","quantity":1}'
   Ctrl-C stops everything.
 
 MSG

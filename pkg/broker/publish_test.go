@@ -112,19 +112,19 @@ func TestPublishDeliversEveryEventWithProperties(t *testing.T) {
 	}
 }
 
-func TestPublishUnroutable(t *testing.T) {
+func TestPublishUnboundKeyIsParkedNotReturned(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	pub := e.conn(e.url).Publisher()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	unrouted := e.exchange + broker.UnroutedSuffix
 
-	err := pub.Publish(ctx, event("u-1", "nobody.home", time.Now()))
-	if !errors.Is(err, broker.ErrUnroutable) || errors.Is(err, broker.ErrNacked) {
-		t.Fatalf("Publish to an unbound key = %v, want ErrUnroutable", err)
+	// Nobody bound "nobody.home": the alternate exchange parks the event, so
+	// an outbox is never held up by a routing key nobody subscribes to.
+	if err := pub.Publish(ctx, event("u-1", "nobody.home", time.Now())); err != nil {
+		t.Fatalf("Publish to an unbound key = %v, want nil (parked)", err)
 	}
-
-	// In a mixed call only the unroutable event fails; the others arrive.
 	q := e.queue("routed")
 	if err := e.do(func(ch *amqp.Channel) error {
 		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
@@ -134,17 +134,28 @@ func TestPublishUnroutable(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	err = pub.Publish(ctx, event("r-1", "routed.a", time.Now()), event("u-2", "nobody.home", time.Now()), event("r-3", "routed.b", time.Now()))
-	if !errors.Is(err, broker.ErrUnroutable) || strings.Contains(err.Error(), "r-1") || strings.Contains(err.Error(), "r-3") ||
-		!strings.Contains(err.Error(), "u-2") {
-		t.Fatalf("mixed Publish = %v, want ErrUnroutable for u-2 only", err)
+	if err := pub.Publish(ctx, event("r-1", "routed.a", time.Now()), event("u-2", "nobody.home", time.Now()), event("r-3", "routed.b", time.Now())); err != nil {
+		t.Fatalf("mixed Publish = %v", err)
 	}
-	if got := len(unwrapAll(err)); got != 1 {
-		t.Errorf("mixed Publish joined %d errors, want 1", got)
-	}
-	// Publish returned after the confirms: the routed events are enqueued already.
+	// Publish returned after the confirms: everything is enqueued already.
 	if d := e.depth(q); d != 2 {
 		t.Errorf("routed queue holds %d messages, want 2", d)
+	}
+	if d := e.depth(unrouted); d != 2 {
+		t.Errorf("%s holds %d messages, want 2", unrouted, d)
+	}
+
+	// Without the alternate exchange an unbound key really is unroutable:
+	// the mandatory flag makes the broker return it, and Publish says so.
+	if err := e.do(func(ch *amqp.Channel) error { return ch.ExchangeDelete(unrouted, false, false) }); err != nil {
+		t.Fatal(err)
+	}
+	err := pub.Publish(ctx, event("r-4", "routed.c", time.Now()), event("u-5", "nobody.home", time.Now()))
+	if !errors.Is(err, broker.ErrUnroutable) || errors.Is(err, broker.ErrNacked) || !strings.Contains(err.Error(), "u-5") || strings.Contains(err.Error(), "r-4") {
+		t.Fatalf("Publish without the alternate exchange = %v, want ErrUnroutable for u-5 only", err)
+	}
+	if got := len(unwrapAll(err)); got != 1 {
+		t.Errorf("Publish joined %d errors, want 1", got)
 	}
 }
 

@@ -130,13 +130,35 @@ func declareTopology(conn *amqp.Connection, exchange string) error {
 	return declareExchanges(ch, exchange)
 }
 
+// UnroutedSuffix names the alternate exchange and queue that keep events
+// no queue is bound for: "<Exchange>.unrouted".
+const UnroutedSuffix = ".unrouted"
+
+// unroutedMax bounds the parking queue; the oldest events go first.
+const unroutedMax = 100_000
+
+// declareExchanges declares the events exchange with an alternate exchange.
+// An event nobody has bound a queue for yet (a routing key no team
+// subscribes to, a consumer not deployed yet) is parked in
+// "<Exchange>.unrouted" instead of being returned: a returned event would
+// stay in its outbox and hold back every event behind it.
 func declareExchanges(ch *amqp.Channel, exchange string) error {
-	for _, name := range []string{exchange, exchange + ".dlx"} {
-		if err := ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
-			return err
-		}
+	unrouted := exchange + UnroutedSuffix
+	if err := ch.ExchangeDeclare(unrouted, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+		return err
 	}
-	return nil
+	if _, err := ch.QueueDeclare(unrouted, true, false, false, false, amqp.Table{
+		"x-max-length": int64(unroutedMax), "x-overflow": "drop-head",
+	}); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(unrouted, "", unrouted, false, nil); err != nil {
+		return err
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, amqp.Table{"alternate-exchange": unrouted}); err != nil {
+		return err
+	}
+	return ch.ExchangeDeclare(exchange+".dlx", amqp.ExchangeTopic, true, false, false, false, nil)
 }
 
 // backoff is the delay before retry number attempt (0-based): doubling from

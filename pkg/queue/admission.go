@@ -84,6 +84,8 @@ type InflightToken struct {
 	UserID   string
 	OrderID  string
 	Deadline time.Time
+	// ExpiresAt is the token's own expiry, for the remaining TTL.
+	ExpiresAt time.Time
 }
 
 // BatchCap is the most one tick of length tick may admit at rate per second:

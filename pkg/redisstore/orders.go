@@ -92,6 +92,9 @@ func (s *Store) Overdue(ctx context.Context, q string, now time.Time, limit int6
 		t := queue.InflightToken{TokenID: id, Deadline: time.UnixMilli(int64(zs[i].Score)).UTC()}
 		if len(f) >= 5 {
 			t.UserID, t.OrderID = f[0], f[4]
+			if ms, err := strconv.ParseInt(f[3], 10, 64); err == nil {
+				t.ExpiresAt = time.UnixMilli(ms).UTC()
+			}
 		}
 		out = append(out, t)
 	}
@@ -104,4 +107,11 @@ func classifyf(op string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", op, classify(err))
+}
+
+// HandOff takes a failed attempt's token off the inflight lease list once its
+// OrderFailed is safely recorded: from then on restoration owns it (the data
+// a restore needs stays), and the reaper no longer looks at it.
+func (s *Store) HandOff(ctx context.Context, q, tokenID string) error {
+	return classifyf("hand off "+q, s.rdb.ZRem(ctx, KeysFor(q).Inflight(), tokenID).Err())
 }

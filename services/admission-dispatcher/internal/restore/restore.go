@@ -44,20 +44,6 @@ func NewHandler(store Store, rec Recorder, log *slog.Logger) *Handler {
 	return &Handler{store: store, rec: rec, log: log, unavailableFor: 30 * time.Second}
 }
 
-// Spec is the queue the handler consumes: durable, quorum, shared by every
-// replica (competing consumers), with a dead-letter queue for poison messages.
-// The name is admission-dispatcher.order-failed unless configured otherwise.
-func Spec(name string, deliveryLimit int) broker.QueueSpec {
-	return broker.QueueSpec{
-		Name:          name,
-		Bindings:      []string{events.RoutingKeyOrderFailed},
-		Quorum:        true,
-		DeliveryLimit: deliveryLimit,
-		DeadLetter:    true,
-		Prefetch:      64,
-	}
-}
-
 // Handle restores the token of one OrderFailed. Redelivery is normal: the
 // restore is idempotent by token and order id.
 func (h *Handler) Handle(ctx context.Context, d broker.Delivery) broker.Result {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
@@ -85,7 +86,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Go(func() { errs <- d.Run(work) })
 	h := restore.NewHandler(store, m, log)
 	wg.Go(func() {
-		errs <- conn.Consume(work, restore.Spec(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), h.Handle)
+		errs <- conn.Consume(work, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), h.Handle)
 	})
 	wg.Go(func() { errs <- srv.Serve(work) })
 

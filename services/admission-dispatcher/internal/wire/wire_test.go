@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -131,20 +130,8 @@ func (s *stack) deliveries(typ string) []broker.Delivery {
 }
 
 func (s *stack) deleteTopology() {
-	c, err := amqp.Dial(s.amqpURL)
-	if err != nil {
-		return
-	}
-	defer c.Close()
-	ch, err := c.Channel()
-	if err != nil {
-		return
-	}
-	for _, q := range []string{s.cfg.OrderFailedQueue, s.cfg.OrderFailedQueue + ".dlq", s.cfg.AMQP.Exchange + ".listener"} {
-		_, _ = ch.QueueDelete(q, false, false, false)
-	}
-	_ = ch.ExchangeDelete(s.cfg.AMQP.Exchange, false, false)
-	_ = ch.ExchangeDelete(s.cfg.AMQP.Exchange+".dlx", false, false)
+	testenv.DeleteAMQPTopology(s.amqpURL, s.cfg.AMQP.Exchange,
+		s.cfg.OrderFailedQueue, s.cfg.OrderFailedQueue+".dlq", s.cfg.AMQP.Exchange+".listener")
 }
 
 func (s *stack) fill(n int) {

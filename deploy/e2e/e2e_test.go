@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+const secret = "e2e-secret-0123456789abcdef-0123456789"
+
+// system is the three services as processes, on their own queue, exchange,
+// database and order-failed queue.
+type system struct {
+	t                          *testing.T
+	q, exchange                string
+	gateway, dispatcher, order *proc
+	ver                        *auth.Verifier
+	pgProxy                    *testenv.Proxy
+
+	mu     sync.Mutex
+	events map[string][]broker.Delivery // by routing key
+}
+
+func newSystem(t *testing.T, cutDatabase bool) *system {
+	id := testenv.ID(t)
+	s := &system{t: t, q: id, exchange: "e2e." + id, events: map[string][]broker.Delivery{}}
+	var err error
+	if s.ver, err = auth.NewVerifier(secret); err != nil {
+		t.Fatal(err)
+	}
+	amqpURL := testenv.AMQPURL(t)
+	dbURL := testenv.PostgresURL(t)
+	if cutDatabase {
+		s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
+		dbURL = testenv.PostgresURLVia(t, dbURL, s.pgProxy.Addr())
+	}
+	common := map[string]string{
+		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
+		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range common {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	s.listen(amqpURL)
+	s.gateway = start(t, "queue-gateway", with(map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
+	s.order = start(t, "order-service", with(map[string]string{"DATABASE_URL": dbURL}))
+	s.dispatcher = start(t, "admission-dispatcher", with(map[string]string{"DISPATCH_QUEUES": s.q}))
+	t.Cleanup(func() { s.cleanup(amqpURL) })
+	return s
+}
+
+func (s *system) listen(url string) {
+	conn, err := broker.New(url, broker.Options{Exchange: s.exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = conn.Consume(ctx, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true},
+			func(_ context.Context, d broker.Delivery) broker.Result {
+				s.mu.Lock()
+				s.events[d.RoutingKey] = append(s.events[d.RoutingKey], d)
+				s.mu.Unlock()
+				return broker.Ack
+			})
+	}()
+	s.t.Cleanup(func() { cancel(); <-done; _ = conn.Close() })
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	if err := conn.Ready(rctx); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *system) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events[key])
+}
+
+func (s *system) cleanup(url string) {
+	testenv.DeleteAMQPTopology(url, s.exchange, s.exchange+".listener", s.exchange+".order-failed", s.exchange+".order-failed.dlq")
+}
+
+func (s *system) call(method, url, user, role, entryToken string, body any) (int, map[string]any) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if user != "" {
+		tok, err := s.ver.Mint(user, role, time.Hour)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if entryToken != "" {
+		req.Header.Set("X-Entry-Token", entryToken)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	b, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(b, &v)
+	return res.StatusCode, v
+}
+
+func (s *system) setup(stock int) {
+	if st, v := s.call(http.MethodPut, s.gateway.url+"/admin/v1/queues/"+s.q, "ops", "admin", "",
+		map[string]any{"admissionRatePerSec": 5, "activationSpreadMs": 0}); st != http.StatusCreated {
+		s.t.Fatalf("create queue: %d %v", st, v)
+	}
+	if st, v := s.call(http.MethodPut, s.order.url+"/admin/v1/products/tee", "ops", "admin", "",
+		map[string]any{"queueId": s.q, "name": "Limited tee", "stock": stock, "priceCents": 2500}); st != http.StatusCreated {
+		s.t.Fatalf("create product: %d %v", st, v)
+	}
+}
+
+// waitAdmitted polls the gateway as a browser would until the user holds a token.
+func (s *system) waitAdmitted(user string) map[string]any {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, v := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+s.q+"/position", user, "", "", nil)
+		if st == http.StatusOK && v["state"] == "ADMITTED" && v["token"] != nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s not admitted within 30s: %d %v\ndispatcher log:\n%s", user, st, v, s.dispatcher.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestBuyerPathAcrossServices(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t, false)
+	s.setup(3)
+	users := []string{"ann", "ben", "cat", "dov", "eli"}
+	for i, u := range users {
+		st, v := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+s.q+"/enter", u, "", "", nil)
+		if st != http.StatusOK || (v["state"] != "WAITING" && v["state"] != "ADMITTED") {
+			t.Fatalf("enter %s: %d %v", u, st, v)
+		}
+		_ = i
+	}
+	created, soldOut := 0, 0
+	for _, u := range users {
+		adm := s.waitAdmitted(u)
+		st, v := s.call(http.MethodPost, s.order.url+"/api/v1/orders", u, "", adm["token"].(string),
+			map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
+		switch {
+		case st == http.StatusCreated && v["status"] == "CREATED":
+			created++
+			if _, p := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+s.q+"/position", u, "", "", nil); p["state"] != "ORDERED" {
+				t.Fatalf("%s after ordering: %v, want ORDERED", u, p["state"])
+			}
+		case st == http.StatusConflict && v["type"] == "sold-out":
+			soldOut++
+		default:
+			t.Fatalf("order by %s: %d %v\norder-service log:\n%s", u, st, v, s.order.tail())
+		}
+	}
+	if created != 3 || soldOut != 2 {
+		t.Fatalf("%d created, %d sold out; want 3 and 2", created, soldOut)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.count("token.issued") < 5 || s.count("order.created") < 3 || s.count("order.failed") < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("events: %d token.issued, %d order.created, %d order.failed; want 5, 3, 2",
+				s.count("token.issued"), s.count("order.created"), s.count("order.failed"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestDatabaseOutageTokenRestoredByTheDispatcher(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t, true)
+	s.setup(5)
+	if st, _ := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+s.q+"/enter", "fay", "", "", nil); st != http.StatusOK {
+		t.Fatalf("enter: %d", st)
+	}
+	adm := s.waitAdmitted("fay")
+	token, expires := adm["token"].(string), adm["expiresAt"].(string)
+
+	s.pgProxy.Cut()
+	st, v := s.call(http.MethodPost, s.order.url+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
+	if st != http.StatusServiceUnavailable {
+		t.Fatalf("order with the database cut: %d %v", st, v)
+	}
+	// The dispatcher's restoration consumer gives the token back: same token, same expiry.
+	again := s.waitAdmitted("fay")
+	if again["token"] != token || again["expiresAt"] != expires || s.count("order.failed") < 1 {
+		t.Fatalf("after restore: %v (order.failed events %d); want the same token and expiry %s", again, s.count("order.failed"), expires)
+	}
+	s.pgProxy.Restore()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, v = s.call(http.MethodPost, s.order.url+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
+		if st == http.StatusCreated {
+			break
+		}
+		if st != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("retry after the database came back: %d %v", st, v)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

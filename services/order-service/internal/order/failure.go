@@ -1,0 +1,61 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+)
+
+// failureOf classifies an order failure for OrderFailed.
+func failureOf(err error) (waitingroomv1.OrderFailureReason, bool) {
+	switch {
+	case errors.Is(err, ErrSoldOut):
+		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_SOLD_OUT, false
+	case errors.Is(err, ErrDuplicateToken):
+		// An order exists for this token: it is spent.
+		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_INVALID_REQUEST, false
+	case errors.Is(err, ErrProductNotFound):
+		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_INVALID_REQUEST, true
+	case errors.Is(err, context.DeadlineExceeded):
+		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_TIMEOUT, true
+	}
+	return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_DATABASE_ERROR, true
+}
+
+// failed records a failed attempt whose token was consumed: OrderFailed goes
+// into the outbox, or, when the database is what failed, straight to the
+// broker; then the token is handed off to restoration. If neither can be
+// recorded now, the inflight lease stays and the reaper records it later
+// (as ABANDONED): the token comes back either way.
+func (s *Service) failed(ctx context.Context, q, user, tokenID, orderID string, expires time.Time, cause error) {
+	reason, restorable := failureOf(cause)
+	ev, err := orderFailed(q, user, tokenID, orderID, reason, restorable, expires)
+	if err != nil {
+		s.log.Error("build OrderFailed", "err", err)
+		return
+	}
+	// The request may be gone; recording the failure must not be.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	s.record(ctx, q, tokenID, ev, restorable, cause)
+}
+
+func (s *Service) record(ctx context.Context, q, tokenID string, ev OutboxEvent, restorable bool, cause error) {
+	log := s.log.With("queue", q, "token", tokenID, "event", ev.EventID, "cause", cause)
+	_, err := s.repo.AddEvent(ctx, ev)
+	if err != nil && s.direct != nil {
+		log.Warn("outbox unavailable: publishing OrderFailed directly", "err", err)
+		err = s.direct.PublishEvent(ctx, ev)
+	}
+	if err != nil {
+		log.Error("could not record OrderFailed now; the reaper will", "err", err)
+		return
+	}
+	if err := s.tokens.HandOff(ctx, q, tokenID); err != nil {
+		// Harmless: the reaper finds the event already recorded.
+		log.Warn("hand off to restoration", "err", err)
+	}
+	log.Info("order failed", "restorable", restorable)
+}

@@ -1,0 +1,75 @@
+package order
+
+import (
+	"context"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// ReapResult counts what one reaper pass did.
+type ReapResult struct {
+	Settled, Abandoned int
+}
+
+// Reap looks at every consumed token whose inflight lease has passed: an
+// order with that token id exists -> settle (the process died after commit);
+// none -> OrderFailed(ABANDONED, restorable) so the token comes back (it
+// died, or the client vanished, before commit). Idempotent and safe with
+// several replicas: settle is idempotent, and the event id is the same one
+// the handler would have used, so a failure is recorded once.
+func (s *Service) Reap(ctx context.Context, now time.Time) (ReapResult, error) {
+	var res ReapResult
+	qs, err := s.tokens.Queues(ctx)
+	if err != nil {
+		return res, err
+	}
+	for _, q := range qs {
+		if !queue.ValidID(q) {
+			continue
+		}
+		overdue, err := s.tokens.Overdue(ctx, q, now, 200)
+		if err != nil {
+			return res, err
+		}
+		for _, t := range overdue {
+			if err := s.reap(ctx, q, t, &res); err != nil {
+				return res, err
+			}
+		}
+	}
+	return res, nil
+}
+
+func (s *Service) reap(ctx context.Context, q string, t queue.InflightToken, res *ReapResult) error {
+	o, found, err := s.repo.OrderByToken(ctx, t.TokenID)
+	if err != nil {
+		return err
+	}
+	if found {
+		if _, err := s.tokens.Settle(ctx, q, o.UserID, t.TokenID, o.ID); err != nil {
+			return err
+		}
+		res.Settled++
+		s.log.Info("reaper settled a committed order", "queue", q, "order", o.ID, "token", t.TokenID)
+		return nil
+	}
+	if t.UserID == "" || t.OrderID == "" {
+		// No data to restore from; drop the lease entry so it is not retried forever.
+		return s.tokens.HandOff(ctx, q, t.TokenID)
+	}
+	ev, err := orderFailed(q, t.UserID, t.TokenID, t.OrderID, waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED, true, t.ExpiresAt)
+	if err != nil {
+		return err
+	}
+	if _, err := s.repo.AddEvent(ctx, ev); err != nil {
+		return err
+	}
+	if err := s.tokens.HandOff(ctx, q, t.TokenID); err != nil {
+		return err
+	}
+	res.Abandoned++
+	s.log.Info("reaper recorded an abandoned order attempt", "queue", q, "order", t.OrderID, "token", t.TokenID)
+	return nil
+}

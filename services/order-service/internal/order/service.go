@@ -1,0 +1,169 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Tokens is the entry-token side of the order path. redisstore.Store
+// implements it.
+type Tokens interface {
+	Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error)
+	Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error)
+	HandOff(ctx context.Context, q, tokenID string) error
+	Overdue(ctx context.Context, q string, now time.Time, limit int64) ([]queue.InflightToken, error)
+	Queues(ctx context.Context) ([]string, error)
+}
+
+// Repo is the order database. pg.DB implements it.
+type Repo interface {
+	PlaceOrder(ctx context.Context, o Order, event func(Order) (OutboxEvent, error)) (Order, error)
+	AddEvent(ctx context.Context, e OutboxEvent) (bool, error)
+	OrderByToken(ctx context.Context, tokenID string) (Order, bool, error)
+}
+
+// DirectPublisher publishes one event straight to the broker, with confirm.
+// It is the fallback for recording a failure when the database, and so the
+// outbox, is what failed.
+type DirectPublisher interface {
+	PublishEvent(ctx context.Context, e OutboxEvent) error
+}
+
+// Limiter is the per-queue order rate limit.
+type Limiter interface {
+	Allow(ctx context.Context, key string) (bool, time.Duration, error)
+}
+
+// Request errors.
+var (
+	ErrInvalidRequest = errors.New("invalid order request")
+)
+
+// RateLimitedError: the queue's order rate limit is hit; the token was not
+// consumed.
+type RateLimitedError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitedError) Error() string { return "order rate limit reached" }
+
+// Options tune the service.
+type Options struct {
+	// Lease is how long a consumed token may stay unsettled before the
+	// reaper acts; well above the transaction timeout.
+	Lease time.Duration
+	// SlotGrace keeps the slot taken a little past the lease, so the reaper
+	// acts before the dispatcher prunes the slot.
+	SlotGrace time.Duration
+	// MaxQuantity bounds one order.
+	MaxQuantity int
+}
+
+// Service places orders behind entry tokens.
+type Service struct {
+	tokens  Tokens
+	repo    Repo
+	direct  DirectPublisher
+	limiter Limiter
+	log     *slog.Logger
+	o       Options
+}
+
+// New returns a Service. limiter and direct may be nil.
+func New(tokens Tokens, repo Repo, direct DirectPublisher, limiter Limiter, log *slog.Logger, o Options) (*Service, error) {
+	if tokens == nil || repo == nil || log == nil {
+		return nil, errors.New("order: tokens, repo and logger are required")
+	}
+	if o.Lease <= 0 {
+		o.Lease = 30 * time.Second
+	}
+	if o.SlotGrace <= 0 {
+		o.SlotGrace = time.Minute
+	}
+	if o.MaxQuantity <= 0 {
+		o.MaxQuantity = 10
+	}
+	return &Service{tokens: tokens, repo: repo, direct: direct, limiter: limiter, log: log, o: o}, nil
+}
+
+// PlaceRequest is one order attempt.
+type PlaceRequest struct {
+	UserID    string
+	QueueID   string
+	ProductID string
+	Quantity  int
+	// Token is the entry token secret from X-Entry-Token.
+	Token string
+}
+
+var productIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+
+// ValidProductID reports whether id is an acceptable product id.
+func ValidProductID(id string) bool { return productIDPattern.MatchString(id) }
+
+// Check validates a request before anything is touched.
+func (s *Service) Check(r PlaceRequest) []queue.FieldError {
+	var errs []queue.FieldError
+	if !queue.ValidID(r.QueueID) {
+		errs = append(errs, queue.FieldError{Field: "queueId", Message: "must be a valid queue id"})
+	}
+	if !ValidProductID(r.ProductID) {
+		errs = append(errs, queue.FieldError{Field: "productId", Message: "must match ^[A-Za-z0-9_.:-]{1,64}$"})
+	}
+	if r.Quantity < 1 || r.Quantity > s.o.MaxQuantity {
+		errs = append(errs, queue.FieldError{Field: "quantity", Message: fmt.Sprintf("must be between 1 and %d", s.o.MaxQuantity)})
+	}
+	return errs
+}
+
+// Place runs one order: the rate limit (token untouched when hit), the
+// token consumed exactly once, the order transaction, then settle on
+// success or a recorded OrderFailed on failure, after which the dispatcher
+// restores the token (restorable) or frees the slot.
+func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
+	if !auth.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
+		return Order{}, ErrInvalidRequest
+	}
+	if r.Token == "" {
+		return Order{}, queue.ErrInvalidToken
+	}
+	if s.limiter != nil {
+		ok, retry, err := s.limiter.Allow(ctx, r.QueueID)
+		if err != nil {
+			return Order{}, err
+		}
+		if !ok {
+			return Order{}, &RateLimitedError{RetryAfter: max(retry, 100*time.Millisecond)}
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Order{}, fmt.Errorf("order id: %w", err)
+	}
+	orderID := id.String()
+	c, err := s.tokens.Consume(ctx, r.QueueID, r.UserID, r.Token, orderID, s.o.Lease, s.o.SlotGrace)
+	if err != nil {
+		return Order{}, err
+	}
+	o, err := s.repo.PlaceOrder(ctx, Order{
+		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
+		EntryTokenID: c.TokenID, Status: StatusCreated,
+	}, func(o Order) (OutboxEvent, error) { return orderCreated(o) })
+	if err != nil {
+		s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err)
+		return Order{}, err
+	}
+	// The order is committed; settling frees the slot. If Redis is down now
+	// the reaper settles when the lease runs out.
+	if _, serr := s.tokens.Settle(context.WithoutCancel(ctx), r.QueueID, r.UserID, c.TokenID, o.ID); serr != nil {
+		s.log.Warn("settle after commit failed; the reaper will settle", "order", o.ID, "err", serr)
+	}
+	return o, nil
+}

@@ -1,0 +1,147 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+// PlaceOrder takes o.Quantity from the stock of o.ProductID in o.QueueID,
+// stores the order and the outbox event that event builds from the stored
+// order, all in one transaction bounded by TxTimeout: either all three are
+// committed or none. o.ID is generated (UUIDv7) when empty; Status defaults
+// to order.StatusCreated; CreatedAt is the database's clock, in UTC.
+//
+// Errors wrap order.ErrSoldOut (not enough stock), order.ErrProductNotFound
+// (no such product in this queue), order.ErrDuplicateToken (an order exists
+// for o.EntryTokenID) or order.ErrUnavailable.
+func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Order) (order.OutboxEvent, error)) (order.Order, error) {
+	if o.Quantity <= 0 {
+		// Checked here, not only by the orders CHECK: the stock UPDATE runs
+		// first and would add stock for a negative quantity.
+		return order.Order{}, fmt.Errorf("pg: place order: quantity %d must be positive", o.Quantity)
+	}
+	if event == nil {
+		return order.Order{}, errors.New("pg: place order: no event builder")
+	}
+	if o.ID == "" {
+		id, err := uuid.NewV7() // time-ordered: index-friendly primary keys
+		if err != nil {
+			return order.Order{}, fmt.Errorf("pg: place order: %w", err)
+		}
+		o.ID = id.String()
+	}
+	if o.Status == "" {
+		o.Status = order.StatusCreated
+	}
+	row := orderRow{ID: o.ID, UserID: o.UserID, QueueID: o.QueueID, ProductID: o.ProductID,
+		Quantity: o.Quantity, EntryTokenID: o.EntryTokenID, Status: o.Status}
+	if o.IdempotencyKey != "" {
+		row.IdempotencyKey = &o.IdempotencyKey
+	}
+
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var stored order.Order
+	err := d.conn(tctx).Transaction(func(tx *gorm.DB) error {
+		if err := takeStock(tx, row); err != nil {
+			return err
+		}
+		err := tx.Raw(`
+			INSERT INTO orders (id, user_id, queue_id, product_id, quantity, entry_token_id, idempotency_key, status)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			RETURNING created_at`,
+			row.ID, row.UserID, row.QueueID, row.ProductID, row.Quantity, row.EntryTokenID,
+			row.IdempotencyKey, row.Status).Row().Scan(&row.CreatedAt)
+		if err != nil {
+			return insertOrderErr(err)
+		}
+		stored = row.order()
+		e, err := event(stored)
+		if err != nil {
+			return fmt.Errorf("build event: %w", err)
+		}
+		return insertEvent(tx, e)
+	})
+	if err != nil {
+		return order.Order{}, wrap(ctx, "place order", err)
+	}
+	return stored, nil
+}
+
+// takeStock decrements the stock if there is enough of it. The UPDATE's row
+// lock is all the serialization needed: concurrent orders on the product
+// wait for it, then re-check stock >= quantity against the committed value,
+// so stock never goes below zero (the CHECK would refuse it anyway).
+func takeStock(tx *gorm.DB, o orderRow) error {
+	res := tx.Exec(`UPDATE products SET stock = stock - ?, updated_at = now()
+		WHERE id = ? AND queue_id = ? AND stock >= ?`, o.Quantity, o.ProductID, o.QueueID, o.Quantity)
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	// Nothing updated: tell a missing product from an empty shelf. Only
+	// this (rarer) path pays for the second query.
+	var exists bool
+	if err := tx.Raw(`SELECT EXISTS (SELECT 1 FROM products WHERE id = ? AND queue_id = ?)`,
+		o.ProductID, o.QueueID).Row().Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("%w: %s in queue %s", order.ErrProductNotFound, o.ProductID, o.QueueID)
+	}
+	return fmt.Errorf("%w: %s", order.ErrSoldOut, o.ProductID)
+}
+
+func insertOrderErr(err error) error {
+	code, constraint := pgCode(err)
+	if code != codeUniqueViolation {
+		return err
+	}
+	switch constraint {
+	case "orders_entry_token_id_key":
+		return fmt.Errorf("%w: %w", order.ErrDuplicateToken, err)
+	case "orders_user_idempotency_key_key":
+		// The same user and Idempotency-Key already made an order: the
+		// first request owns the outcome.
+		return fmt.Errorf("%w: an order exists for this key: %w", order.ErrIdempotencyInProgress, err)
+	}
+	return err
+}
+
+// Order returns one order, or an error wrapping order.ErrOrderNotFound.
+func (d *DB) Order(ctx context.Context, id string) (order.Order, error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var row orderRow
+	err := d.conn(tctx).Where("id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		err = fmt.Errorf("%w: %s", order.ErrOrderNotFound, id)
+	}
+	if err != nil {
+		return order.Order{}, wrap(ctx, "order", err)
+	}
+	return row.order(), nil
+}
+
+// OrderByToken returns the order placed with an entry token, if any: how an
+// expired inflight lease is settled (order found) or restored (none).
+func (d *DB) OrderByToken(ctx context.Context, tokenID string) (order.Order, bool, error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var rows []orderRow
+	if err := d.conn(tctx).Where("entry_token_id = ?", tokenID).Limit(1).Find(&rows).Error; err != nil {
+		return order.Order{}, false, wrap(ctx, "order by token", err)
+	}
+	if len(rows) == 0 {
+		return order.Order{}, false, nil
+	}
+	return rows[0].order(), true, nil
+}

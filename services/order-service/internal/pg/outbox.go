@@ -1,0 +1,97 @@
+package pg
+
+import (
+	"context"
+
+	"gorm.io/gorm"
+
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+func insertEvent(tx *gorm.DB, e order.OutboxEvent) error {
+	return tx.Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at) VALUES (?, ?, ?, ?, ?)`,
+		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC()).Error
+}
+
+// payload keeps an empty body non-NULL (the column is NOT NULL).
+func payload(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// AddEvent writes an event to the outbox on its own (for example
+// OrderFailed(ABANDONED) for an expired lease). inserted is false when an
+// event with that id is already there: callers may retry freely.
+func (d *DB) AddEvent(ctx context.Context, e order.OutboxEvent) (bool, error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC())
+	if res.Error != nil {
+		return false, wrap(ctx, "add event", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// RelayBatch hands up to limit unsent events, oldest first, to publish and
+// marks them sent when it returns nil. The rows stay locked (FOR UPDATE SKIP
+// LOCKED) while publish runs, so concurrent relays take disjoint batches and
+// no row is published by two relays at once. When publish fails, nothing is
+// marked and its error is returned: the rows go out in a later batch (at
+// least once; consumers dedupe by event id). Publish runs inside the
+// transaction, so it must finish within TxTimeout; its ctx says when.
+func (d *DB) RelayBatch(ctx context.Context, limit int, publish func(context.Context, []order.OutboxEvent) error) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var sent int
+	var publishErr error
+	err := d.conn(tctx).Transaction(func(tx *gorm.DB) error {
+		var rows []outboxRow
+		if err := tx.Raw(`SELECT id, event_id, routing_key, type, payload, occurred_at FROM outbox
+			WHERE sent_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, limit).Scan(&rows).Error; err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		events := make([]order.OutboxEvent, len(rows))
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			events[i], ids[i] = r.event(), r.ID
+		}
+		if err := publish(tctx, events); err != nil {
+			publishErr = err
+			return err
+		}
+		if err := tx.Exec(`UPDATE outbox SET sent_at = now() WHERE id IN ?`, ids).Error; err != nil {
+			return err
+		}
+		sent = len(rows)
+		return nil
+	})
+	if publishErr != nil {
+		return 0, publishErr // rolled back; the publisher's error as it is
+	}
+	if err != nil {
+		// Published but not marked: the events go out again later.
+		return 0, wrap(ctx, "relay outbox", err)
+	}
+	return sent, nil
+}
+
+// OutboxBacklog counts events not yet published (a gauge worth alerting on).
+func (d *DB) OutboxBacklog(ctx context.Context) (int64, error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var n int64
+	if err := d.conn(tctx).Model(&outboxRow{}).Where("sent_at IS NULL").Count(&n).Error; err != nil {
+		return 0, wrap(ctx, "outbox backlog", err)
+	}
+	return n, nil
+}

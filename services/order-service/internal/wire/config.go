@@ -1,0 +1,76 @@
+// Package wire builds the order-service from its configuration.
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/config"
+)
+
+// Config is the order-service's environment.
+type Config struct {
+	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
+	config.Log
+	config.Redis
+	config.AMQP
+	config.Database
+	config.Auth
+	// OrderRateLimitPerQueue is orders per second per queue before 429; 0 = off.
+	OrderRateLimitPerQueue int      `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
+	TrustedProxies         []string `env:"TRUSTED_PROXIES"`
+	// OrderLease is how long a consumed token may stay unsettled before the
+	// reaper settles or restores it.
+	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`
+	// TxTimeout bounds the order transaction; far below OrderLease.
+	TxTimeout       time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
+	DBMaxConns      int           `env:"DB_MAX_CONNS" envDefault:"40"`
+	ReapInterval    time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
+	MaxQuantity     int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
+	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	// OrderFailedQueue and OrderFailedDeliveryLimit name the dispatcher's
+	// OrderFailed queue, which the order-service declares too; they must
+	// match the dispatcher's settings.
+	OrderFailedQueue         string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
+	OrderFailedDeliveryLimit int    `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
+}
+
+// Validate checks what env tags cannot.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.JWTSecret == "" && !c.DevMode {
+		errs = append(errs, errors.New("AUTH_JWT_SECRET is required (or AUTH_DEV_MODE=true for local use)"))
+	}
+	if c.JWTSecret != "" && len(c.JWTSecret) < auth.MinSecretBytes {
+		errs = append(errs, fmt.Errorf("AUTH_JWT_SECRET must be at least %d bytes", auth.MinSecretBytes))
+	}
+	if c.OrderRateLimitPerQueue < 0 {
+		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE must be 0 (off) or positive"))
+	}
+	if c.TxTimeout <= 0 || c.OrderLease < 3*c.TxTimeout {
+		errs = append(errs, errors.New("ORDER_LEASE must be at least three ORDER_TX_TIMEOUTs, so the reaper never races a live order"))
+	}
+	if c.OrderFailedQueue == "" || c.OrderFailedDeliveryLimit < 1 {
+		errs = append(errs, errors.New("ORDER_FAILED_QUEUE must be set and ORDER_FAILED_DELIVERY_LIMIT positive"))
+	}
+	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.ShutdownTimeout <= 0 || c.StartupTimeout <= 0 {
+		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY, STARTUP_TIMEOUT and SHUTDOWN_TIMEOUT must be positive"))
+	}
+	for _, p := range c.TrustedProxies {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", p))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) secret() string {
+	if c.JWTSecret != "" {
+		return c.JWTSecret
+	}
+	return auth.DevSecret
+}

@@ -1,0 +1,350 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
+)
+
+const testSecret = "order-test-secret-0123456789abcdef-xyz"
+
+// stack is an order-service wired as in production (HTTP, relay, reaper) on
+// real Redis, PostgreSQL and RabbitMQ, with its own database, exchange and
+// queue; plus a listener for its events and, when asked, a stand-in for the
+// dispatcher's restoration consumer.
+type stack struct {
+	t     *testing.T
+	q     string
+	cfg   Config
+	url   string
+	store *redisstore.Store
+	ver   *auth.Verifier
+	conn  *broker.Conn
+	lead  int64 // the test's leader epoch for issuing tokens
+	dbURL string
+
+	pgProxy, amqpProxy *testenv.Proxy
+
+	mu     sync.Mutex
+	events []broker.Delivery
+}
+
+type stackOptions struct {
+	pgProxy, amqpProxy bool
+	rateLimit          int
+	lease, txTimeout   time.Duration
+}
+
+func newStack(t *testing.T, o stackOptions) *stack {
+	t.Helper()
+	id := testenv.ID(t)
+	s := &stack{t: t, q: id}
+	var err error
+	if s.ver, err = auth.NewVerifier(testSecret); err != nil {
+		t.Fatal(err)
+	}
+	rdb := testenv.Redis(t)
+	s.store, _ = redisstore.NewStore(rdb)
+	if _, _, err := s.store.UpdateConfig(context.Background(), s.q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.TokenTTLSeconds = 1000, 0, 120
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.store.Purge(context.Background(), s.q) })
+
+	s.dbURL = testenv.PostgresURL(t)
+	amqpURL := testenv.AMQPURL(t)
+	s.cfg = Config{
+		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
+		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
+	}
+	if o.lease > 0 {
+		s.cfg.OrderLease, s.cfg.TxTimeout = o.lease, o.txTimeout
+	}
+	s.cfg.JWTSecret = testSecret
+	s.cfg.Redis.URL = testenv.RedisURL(t)
+	s.cfg.Database.URL = s.dbURL
+	s.cfg.AMQP.URL = amqpURL
+	s.cfg.AMQP.Exchange = "test." + id
+	// The stand-in restorer consumes what the dispatcher would.
+	s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit = s.cfg.AMQP.Exchange+".restorer", 20
+	if o.pgProxy {
+		s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
+		s.cfg.Database.URL = testenv.PostgresURLVia(t, s.dbURL, s.pgProxy.Addr())
+	}
+	if o.amqpProxy {
+		s.amqpProxy = testenv.StartProxy(t, hostPort(amqpURL))
+		s.cfg.AMQP.URL = strings.Replace(amqpURL, hostPort(amqpURL), s.amqpProxy.Addr(), 1)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if s.conn, err = broker.New(amqpURL, broker.Options{Exchange: s.cfg.AMQP.Exchange, Source: "/test", Log: log}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.conn.Close() })
+	t.Cleanup(func() { deleteTopology(amqpURL, s.cfg.AMQP.Exchange) })
+	s.listen()
+	s.start()
+	s.lead, err = s.store.AcquireLease(context.Background(), s.q, "test", time.Hour)
+	if err != nil || s.lead == 0 {
+		t.Fatalf("lease: %d %v", s.lead, err)
+	}
+	return s
+}
+
+func hostPort(url string) string {
+	rest := url[strings.Index(url, "@")+1:]
+	return strings.TrimSuffix(rest, "/")
+}
+
+func (s *stack) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+	case err := <-done:
+		s.t.Fatalf("order-service did not start: %v", err)
+	case <-time.After(30 * time.Second):
+		s.t.Fatal("order-service did not start within 30s")
+	}
+	s.t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				s.t.Errorf("order-service exited with %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			s.t.Error("order-service did not stop within 20s")
+		}
+	})
+}
+
+// listen records every event on the test's exchange through a durable queue.
+func (s *stack) listen() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.conn.Consume(ctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true},
+			func(_ context.Context, d broker.Delivery) broker.Result {
+				s.mu.Lock()
+				s.events = append(s.events, d)
+				s.mu.Unlock()
+				return broker.Ack
+			})
+	}()
+	s.t.Cleanup(func() { cancel(); <-done })
+}
+
+// restorer does what the admission-dispatcher's restoration consumer does
+// with every OrderFailed: restore or free.
+func (s *stack) restorer() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.conn.Consume(ctx, events.OrderFailedQueue(s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit),
+			func(ctx context.Context, d broker.Delivery) broker.Result {
+				var ev waitingroomv1.OrderFailed
+				if proto.Unmarshal(d.Body, &ev) != nil {
+					return broker.DeadLetter
+				}
+				if _, err := s.store.Restore(ctx, ev.GetQueueId(), ev.GetUserId(), ev.GetTokenId(), ev.GetOrderId(), ev.GetRestorable()); err != nil {
+					return broker.Retry
+				}
+				return broker.Ack
+			})
+	}()
+	s.t.Cleanup(func() { cancel(); <-done })
+}
+
+func (s *stack) received(typ proto.Message) []broker.Delivery {
+	name := events.TypeName(typ)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []broker.Delivery
+	for _, d := range s.events {
+		if d.Type == name {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func deleteTopology(url, exchange string) {
+	testenv.DeleteAMQPTopology(url, exchange, exchange+".listener", exchange+".restorer", exchange+".restorer.dlq")
+}
+
+func (s *stack) admit(users ...string) map[string]string {
+	s.t.Helper()
+	ctx := context.Background()
+	for _, u := range users {
+		if _, err := s.store.Enter(ctx, s.q, u); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	secrets := map[string]string{}
+	for len(secrets) < len(users) {
+		gs := make([]queue.Grant, len(users))
+		for i := range gs {
+			gs[i], _ = queue.NewGrant()
+		}
+		time.Sleep(110 * time.Millisecond) // credit accrues at 1,000/s
+		if _, err := s.store.Issue(ctx, s.q, s.lead, time.Second, gs); err != nil {
+			s.t.Fatal(err)
+		}
+		for i, u := range users {
+			st, err := s.store.Position(ctx, s.q, u)
+			if err == nil && st.Token != nil {
+				secrets[u] = st.Token.Secret
+			}
+			_ = i
+		}
+	}
+	return secrets
+}
+
+func (s *stack) product(id string, stock int) {
+	s.t.Helper()
+	r := s.do(http.MethodPut, "/admin/v1/products/"+id, s.token("ops", auth.RoleAdmin), "",
+		map[string]any{"queueId": s.q, "name": "Product " + id, "stock": stock, "priceCents": 1999})
+	if r.status != http.StatusCreated && r.status != http.StatusOK {
+		s.t.Fatalf("put product: %d %s", r.status, r.body)
+	}
+}
+
+func (s *stack) token(user, role string) string {
+	tok, err := s.ver.Mint(user, role, time.Hour)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return tok
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) problemType() string {
+	var p struct{ Type string }
+	_ = json.Unmarshal(r.body, &p)
+	return p.Type
+}
+
+func (s *stack) do(method, path, jwt, entryToken string, body any, hdr ...string) response {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.url+path, rd)
+	if jwt != "" {
+		req.Header.Set("Authorization", "Bearer "+jwt)
+	}
+	if entryToken != "" {
+		req.Header.Set("X-Entry-Token", entryToken)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return response{status: -1, body: []byte(err.Error())}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (s *stack) order(user, secret, product string, qty int, hdr ...string) response {
+	return s.do(http.MethodPost, "/api/v1/orders", s.token(user, ""), secret,
+		map[string]any{"queueId": s.q, "productId": product, "quantity": qty}, hdr...)
+}
+
+func (s *stack) stock(product string) int {
+	s.t.Helper()
+	r := s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil)
+	var v struct {
+		Products []struct {
+			ProductID string
+			Stock     int
+		}
+	}
+	_ = json.Unmarshal(r.body, &v)
+	for _, p := range v.Products {
+		if p.ProductID == product {
+			return p.Stock
+		}
+	}
+	s.t.Fatalf("product %s not listed: %s", product, r.body)
+	return -1
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// commitDirectly commits an order the way a handler would have right before
+// its process died, without settling the token.
+func (s *stack) commitDirectly(orderID, user, tokenID string) error {
+	db, err := pg.Open(context.Background(), s.dbURL, pg.Options{MaxOpenConns: 2, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.PlaceOrder(context.Background(), order.Order{
+		ID: orderID, UserID: user, QueueID: s.q, ProductID: "p1", Quantity: 1, EntryTokenID: tokenID, Status: order.StatusCreated,
+	}, func(o order.Order) (order.OutboxEvent, error) {
+		msg := &waitingroomv1.OrderCreated{EventId: o.ID + ".created", OccurredAt: timestamppb.New(o.CreatedAt), QueueId: o.QueueID,
+			UserId: o.UserID, OrderId: o.ID, TokenId: o.EntryTokenID, ProductId: o.ProductID, Quantity: 1}
+		b, err := proto.Marshal(msg)
+		return order.OutboxEvent{EventID: msg.GetEventId(), RoutingKey: events.RoutingKeyOrderCreated, Type: events.TypeName(msg), Payload: b, OccurredAt: o.CreatedAt}, err
+	})
+	return err
+}
+
+func uniqueIDs(ds []broker.Delivery) map[string]bool {
+	m := map[string]bool{}
+	for _, d := range ds {
+		m[d.MessageID] = true
+	}
+	return m
+}

@@ -1,0 +1,174 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/logging"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
+)
+
+// Run loads the configuration from the environment and serves until ctx ends.
+func Run(ctx context.Context) error {
+	var cfg Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stdout, "order-service", cfg.Level)
+	if err != nil {
+		return err
+	}
+	redisstore.SetLogger(log)
+	return Serve(ctx, cfg, log, nil)
+}
+
+// Serve wires the order-service and serves until ctx ends. ready, if not
+// nil, receives the bound HTTP address once the service listens.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+	if cfg.DevMode {
+		log.Warn("AUTH_DEV_MODE is on: the public dev secret is accepted; never run this in production")
+	}
+	ver, err := auth.NewVerifier(cfg.secret())
+	if err != nil {
+		return err
+	}
+	db, err := openDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store, err := redisstore.NewStore(rdb)
+	if err != nil {
+		return err
+	}
+	if err := redisstore.LoadScripts(ctx, rdb, redisstore.OrderScripts...); err != nil {
+		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
+	}
+	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/order-service", Log: log})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	pub := publisher{pub: conn.Publisher()}
+
+	reg := prometheus.NewRegistry()
+	m := newServiceMetrics(reg)
+	var limiter order.Limiter
+	if cfg.OrderRateLimitPerQueue > 0 {
+		if limiter, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
+			return err
+		}
+	}
+	svc, err := order.New(countedTokens{Tokens: store, consumed: m.consumed}, timedRepo{Repo: db, tx: m.tx}, pub, limiter, log,
+		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity})
+	if err != nil {
+		return err
+	}
+	health := httpserver.NewHealth(map[string]httpserver.Check{
+		"postgres": db.Ping,
+		"redis":    store.Ping,
+		// RabbitMQ is not a readiness condition: orders succeed without it
+		// (events wait in the outbox).
+	})
+	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies})
+	if err != nil {
+		return err
+	}
+	srv, err := httpserver.New(cfg.HTTPAddr, h, log, cfg.ShutdownTimeout)
+	if err != nil {
+		return fmt.Errorf("order-service: %w", err)
+	}
+	if ready != nil {
+		ready(srv.Addr())
+	}
+
+	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	wg.Go(func() { errs <- srv.Serve(work) })
+	wg.Go(func() { declareOrderFailed(work, conn, cfg, log) })
+	wg.Go(func() { order.RelayLoop(work, db, pub, log, func(n int64) { m.backlog.Set(float64(n)) }) })
+	wg.Go(func() {
+		svc.ReapLoop(work, cfg.ReapInterval, func(r order.ReapResult) {
+			m.reaped.WithLabelValues("settled").Add(float64(r.Settled))
+			m.reaped.WithLabelValues("abandoned").Add(float64(r.Abandoned))
+		})
+	})
+	select {
+	case <-ctx.Done():
+		health.Drain()
+	case err = <-errs:
+		log.Error("http server stopped", "err", err)
+	}
+	stop()
+	wg.Wait()
+	return err
+}
+
+// openDB opens Postgres, retrying while it is not up yet (a pod may start
+// before its database), so a restart storm is not needed to recover.
+func openDB(ctx context.Context, cfg Config, log *slog.Logger) (*pg.DB, error) {
+	deadline := time.Now().Add(cfg.StartupTimeout)
+	pause := 200 * time.Millisecond
+	for {
+		db, err := pg.Open(ctx, cfg.Database.URL, pg.Options{MaxOpenConns: cfg.DBMaxConns, Log: log, TxTimeout: cfg.TxTimeout})
+		if err == nil {
+			return db, nil
+		}
+		if time.Now().After(deadline) || !errors.Is(err, order.ErrUnavailable) {
+			return nil, fmt.Errorf("order-service: database: %w", err)
+		}
+		log.Warn("database not reachable yet; retrying", "err", err, "retry_in", pause.String())
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// declareOrderFailed makes sure the dispatcher's OrderFailed queue exists, so
+// no failure published before the dispatcher's first start is parked as
+// unrouted. It retries until it succeeds or ctx ends.
+func declareOrderFailed(ctx context.Context, conn *broker.Conn, cfg Config, log *slog.Logger) {
+	spec := events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit)
+	pause := 200 * time.Millisecond
+	for {
+		err := conn.Declare(ctx, spec)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("declare the OrderFailed queue", "queue", spec.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
