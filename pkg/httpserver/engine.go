@@ -25,6 +25,9 @@ type EngineOptions struct {
 	Registry       *prometheus.Registry
 	Health         *Health
 	TrustedProxies []string
+	// CORSOrigins are the origins allowed to call this service from a
+	// browser (the gateway's page); empty means same-origin only.
+	CORSOrigins []string
 }
 
 // NewEngine returns a gin engine with recovery, request metrics, a body size
@@ -53,7 +56,7 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 	}, []string{"service", "route", "method", "code"})
 	reg.MustRegister(duration)
 
-	e.Use(recovery(o.Log), metrics(o.Service, duration), limitBody(MaxBodyBytes))
+	e.Use(recovery(o.Log), metrics(o.Service, duration), CORS(o.CORSOrigins), limitBody(MaxBodyBytes))
 	e.NoRoute(func(c *gin.Context) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusNotFound, problem.TypeNotFound, "no such resource"))
 	})

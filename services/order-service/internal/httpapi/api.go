@@ -35,6 +35,8 @@ type Options struct {
 	Health   *httpserver.Health
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string
+	// CORSOrigins may call the API from a browser.
+	CORSOrigins []string
 }
 
 type handler struct {
@@ -50,7 +52,7 @@ func New(o Options) (http.Handler, error) {
 		return nil, errors.New("httpapi: service, repo, verifier, log, registry and health are required")
 	}
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
-		Service: "order-service", Log: o.Log, Registry: o.Registry, Health: o.Health, TrustedProxies: o.TrustedProxies,
+		Service: "order-service", Log: o.Log, Registry: o.Registry, Health: o.Health, TrustedProxies: o.TrustedProxies, CORSOrigins: o.CORSOrigins,
 	})
 	if err != nil {
 		return nil, err

@@ -22,6 +22,8 @@ type Config struct {
 	// OrderRateLimitPerQueue is orders per second per queue before 429; 0 = off.
 	OrderRateLimitPerQueue int      `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
 	TrustedProxies         []string `env:"TRUSTED_PROXIES"`
+	// CORSAllowedOrigins are the browser origins (the gateway's page) allowed to call the API.
+	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
 	// OrderLease is how long a consumed token may stay unsettled before the
 	// reaper settles or restores it.
 	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`

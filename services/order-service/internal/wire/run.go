@@ -90,7 +90,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 		// RabbitMQ is not a readiness condition: orders succeed without it
 		// (events wait in the outbox).
 	})
-	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies})
+	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,25 @@
+package httpserver
+
+import (
+	"time"
+
+	"github.com/gin-contrib/cors"
+	"github.com/gin-gonic/gin"
+)
+
+// CORS lets the waiting-room page, served by the gateway from another
+// origin, call this service. Only the listed origins are allowed; with none,
+// nothing is added and browsers keep the same-origin rule.
+func CORS(origins []string) gin.HandlerFunc {
+	if len(origins) == 0 {
+		return func(*gin.Context) {}
+	}
+	return cors.New(cors.Config{
+		AllowOrigins:     origins,
+		AllowMethods:     []string{"GET", "POST", "PUT", "DELETE", "OPTIONS"},
+		AllowHeaders:     []string{"Authorization", "Content-Type", "X-Entry-Token", "Idempotency-Key", "Last-Event-ID"},
+		ExposeHeaders:    []string{"Retry-After", "Location", "Idempotent-Replayed"},
+		AllowCredentials: false,
+		MaxAge:           10 * time.Minute,
+	})
+}
