@@ -12,54 +12,8 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-// standingView is the body of enter and position.
-type standingView struct {
-	QueueID    string `json:"queueId"`
-	State      string `json:"state"`
-	QueueState string `json:"queueState"`
-	Position   int64  `json:"position"`
-	Ahead      int64  `json:"ahead"`
-	Total      int64  `json:"total"`
-	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting.
-	EtaSeconds int64 `json:"etaSeconds"`
-	// RetryAfterMs is when to ask again; it grows with the position.
-	RetryAfterMs int64 `json:"retryAfterMs"`
-	// AdmissionRatePerSec is the rate the estimate used (measured if known).
-	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
-
-	Token           string `json:"token,omitempty"`
-	TokenID         string `json:"tokenId,omitempty"`
-	ActivateAt      string `json:"activateAt,omitempty"`
-	ExpiresAt       string `json:"expiresAt,omitempty"`
-	OrderInProgress bool   `json:"orderInProgress,omitempty"`
-}
-
-func newStandingView(s queue.Standing) (standingView, time.Duration) {
-	retry := queue.Jitter(s.RetryAfter())
-	v := standingView{
-		QueueID:             s.QueueID,
-		State:               string(s.State),
-		QueueState:          string(s.QueueState),
-		Position:            s.Position,
-		Ahead:               s.Ahead(),
-		Total:               s.Total,
-		RetryAfterMs:        retry.Milliseconds(),
-		AdmissionRatePerSec: math.Round(s.Rate()*100) / 100,
-		OrderInProgress:     s.Ordering,
-	}
-	if s.State == queue.Waiting {
-		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))
-	}
-	if t := s.Token; t != nil {
-		v.Token, v.TokenID = t.Secret, t.ID
-		v.ActivateAt = t.ActivateAt.Format(time.RFC3339Nano)
-		v.ExpiresAt = t.ExpiresAt.Format(time.RFC3339Nano)
-	}
-	return v, retry
-}
-
 func writeStanding(c *gin.Context, s queue.Standing) {
-	v, retry := newStandingView(s)
+	v, retry := queue.NewView(s, true)
 	c.Header("Cache-Control", "no-store")
 	c.Header("Retry-After", problem.RetryAfterSeconds(retry))
 	c.JSON(http.StatusOK, v)

@@ -1,0 +1,59 @@
+package queue
+
+import (
+	"math"
+	"time"
+)
+
+// View is a Standing as the API shows it: the body of the gateway's enter
+// and position calls and of the notification stream's position events.
+type View struct {
+	QueueID    string `json:"queueId"`
+	State      string `json:"state"`
+	QueueState string `json:"queueState"`
+	Position   int64  `json:"position"`
+	Ahead      int64  `json:"ahead"`
+	Total      int64  `json:"total"`
+	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting.
+	EtaSeconds int64 `json:"etaSeconds"`
+	// RetryAfterMs is when to ask again; it grows with the position.
+	RetryAfterMs int64 `json:"retryAfterMs"`
+	// AdmissionRatePerSec is the rate the estimate used (measured if known).
+	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+
+	Token           string `json:"token,omitempty"`
+	TokenID         string `json:"tokenId,omitempty"`
+	ActivateAt      string `json:"activateAt,omitempty"`
+	ExpiresAt       string `json:"expiresAt,omitempty"`
+	OrderInProgress bool   `json:"orderInProgress,omitempty"`
+}
+
+// NewView renders s, with a jittered polling hint, which it also returns.
+// withSecret controls whether the token secret is included: only the
+// gateway's answer to the token's own holder carries it.
+func NewView(s Standing, withSecret bool) (View, time.Duration) {
+	retry := Jitter(s.RetryAfter())
+	v := View{
+		QueueID:             s.QueueID,
+		State:               string(s.State),
+		QueueState:          string(s.QueueState),
+		Position:            s.Position,
+		Ahead:               s.Ahead(),
+		Total:               s.Total,
+		RetryAfterMs:        retry.Milliseconds(),
+		AdmissionRatePerSec: math.Round(s.Rate()*100) / 100,
+		OrderInProgress:     s.Ordering,
+	}
+	if s.State == Waiting {
+		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))
+	}
+	if t := s.Token; t != nil {
+		if withSecret {
+			v.Token = t.Secret
+		}
+		v.TokenID = t.ID
+		v.ActivateAt = t.ActivateAt.Format(time.RFC3339Nano)
+		v.ExpiresAt = t.ExpiresAt.Format(time.RFC3339Nano)
+	}
+	return v, retry
+}

@@ -1,0 +1,185 @@
+// Package hub keeps the open event streams of this replica, indexed by queue
+// and user, and hands each stream its messages without ever blocking on a
+// slow one: a stream whose buffer is full is dropped, the others go on.
+package hub
+
+import (
+	"sync"
+	"time"
+)
+
+// Message is one Server-Sent Event.
+type Message struct {
+	Event string // event name: "admitted", "position"
+	ID    string // SSE id, set on admissions so Last-Event-ID can resume
+	Data  []byte // JSON
+	// At is when the fact happened (the event's time), for delivery lag.
+	At time.Time
+}
+
+// Stream is one open connection of one user to one queue.
+type Stream struct {
+	Queue, User, IP string
+	// C carries the stream's messages; the handler writes them out.
+	C chan Message
+	// Gone is closed when the hub drops the stream (slow reader, shutdown).
+	Gone chan struct{}
+	once sync.Once
+	// admitted remembers the token ids already announced on this stream, so
+	// the event and the position tick's safety net never announce one twice.
+	mu       sync.Mutex
+	admitted map[string]bool
+}
+
+// MarkAdmitted records that tokenID was announced; false if it already was.
+func (s *Stream) MarkAdmitted(tokenID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.admitted[tokenID] {
+		return false
+	}
+	s.admitted[tokenID] = true
+	return true
+}
+
+func (s *Stream) drop() { s.once.Do(func() { close(s.Gone) }) }
+
+type key struct{ queue, user string }
+
+// Hub is safe for concurrent use.
+type Hub struct {
+	buffer   int
+	maxPerIP int
+	onDrop   func(reason string)
+
+	mu      sync.RWMutex
+	streams map[key]map[*Stream]struct{}
+	perIP   map[string]int
+	total   int
+}
+
+// New returns a hub whose streams buffer up to buffer messages, allowing at
+// most maxPerIP streams per client address (0: no cap). onDrop, if set, is
+// told why each dropped stream went.
+func New(buffer, maxPerIP int, onDrop func(reason string)) *Hub {
+	if buffer < 1 {
+		buffer = 16
+	}
+	if onDrop == nil {
+		onDrop = func(string) {}
+	}
+	return &Hub{buffer: buffer, maxPerIP: maxPerIP, onDrop: onDrop, streams: map[key]map[*Stream]struct{}{}, perIP: map[string]int{}}
+}
+
+// Open registers a stream, or returns nil when ip is at its cap.
+func (h *Hub) Open(queue, user, ip string) *Stream {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxPerIP > 0 && h.perIP[ip] >= h.maxPerIP {
+		return nil
+	}
+	s := &Stream{Queue: queue, User: user, IP: ip, C: make(chan Message, h.buffer), Gone: make(chan struct{}), admitted: map[string]bool{}}
+	k := key{queue, user}
+	if h.streams[k] == nil {
+		h.streams[k] = map[*Stream]struct{}{}
+	}
+	h.streams[k][s] = struct{}{}
+	h.perIP[ip]++
+	h.total++
+	return s
+}
+
+// Close unregisters a stream (the handler calls it when the stream ends).
+func (h *Hub) Close(s *Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := key{s.Queue, s.User}
+	if _, ok := h.streams[k][s]; !ok {
+		return
+	}
+	delete(h.streams[k], s)
+	if len(h.streams[k]) == 0 {
+		delete(h.streams, k)
+	}
+	if h.perIP[s.IP]--; h.perIP[s.IP] <= 0 {
+		delete(h.perIP, s.IP)
+	}
+	h.total--
+	s.drop()
+}
+
+// Len is the number of open streams.
+func (h *Hub) Len() int {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.total
+}
+
+// Send offers m to every stream of (queue, user) and reports how many took
+// it. A stream whose buffer is full is dropped: it is not reading, and
+// waiting for it would delay everybody else.
+func (h *Hub) Send(queue, user string, m Message) int {
+	h.mu.RLock()
+	targets := make([]*Stream, 0, len(h.streams[key{queue, user}]))
+	for s := range h.streams[key{queue, user}] {
+		targets = append(targets, s)
+	}
+	h.mu.RUnlock()
+	n := 0
+	for _, s := range targets {
+		if Offer(s, m) {
+			n++
+		} else {
+			h.onDrop("slow")
+			h.Close(s)
+		}
+	}
+	return n
+}
+
+// Offer puts m on s without blocking; false when the buffer is full.
+func Offer(s *Stream, m Message) bool {
+	select {
+	case s.C <- m:
+		return true
+	default:
+		return false
+	}
+}
+
+// Users lists, per queue, the users with at least one open stream.
+func (h *Hub) Users() map[string][]string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := map[string][]string{}
+	for k := range h.streams {
+		out[k.queue] = append(out[k.queue], k.user)
+	}
+	return out
+}
+
+// Streams returns the open streams of (queue, user).
+func (h *Hub) Streams(queue, user string) []*Stream {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*Stream, 0, len(h.streams[key{queue, user}]))
+	for s := range h.streams[key{queue, user}] {
+		out = append(out, s)
+	}
+	return out
+}
+
+// CloseAll drops every stream (shutdown).
+func (h *Hub) CloseAll() {
+	h.mu.RLock()
+	var all []*Stream
+	for _, set := range h.streams {
+		for s := range set {
+			all = append(all, s)
+		}
+	}
+	h.mu.RUnlock()
+	for _, s := range all {
+		h.Close(s)
+	}
+}

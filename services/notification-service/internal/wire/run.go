@@ -1,0 +1,116 @@
+package wire
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/logging"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+)
+
+// Run loads the configuration from the environment and serves until ctx ends.
+func Run(ctx context.Context) error {
+	var cfg Config
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stdout, "notification-service", cfg.Level)
+	if err != nil {
+		return err
+	}
+	redisstore.SetLogger(log)
+	return Serve(ctx, cfg, log, nil)
+}
+
+// Serve wires the service and serves until ctx ends; ready, if set, gets
+// the bound address.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+	ver, err := auth.NewVerifier(cfg.secret())
+	if err != nil {
+		return err
+	}
+	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store, err := redisstore.NewStore(rdb)
+	if err != nil {
+		return err
+	}
+	if err := store.LoadScripts(ctx); err != nil {
+		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
+	}
+	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/notification-service", Log: log})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	reg := prometheus.NewRegistry()
+	var m *stream.Metrics
+	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.DropHook(reason) })
+	m = stream.NewMetrics(reg, h)
+	svc := stream.New(h, store, log, m, stream.Options{
+		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
+	})
+	health := httpserver.NewHealth(map[string]httpserver.Check{
+		"redis":    store.Ping,
+		"rabbitmq": func(context.Context) error { return conn.Healthy() },
+	})
+	e, err := httpserver.NewEngine(httpserver.EngineOptions{
+		Service: "notification-service", Log: log, Registry: reg, Health: health,
+		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins,
+	})
+	if err != nil {
+		return err
+	}
+	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	srv, err := httpserver.New(cfg.HTTPAddr, e, log, cfg.ShutdownTimeout)
+	if err != nil {
+		return fmt.Errorf("notification-service: %w", err)
+	}
+	if ready != nil {
+		ready(srv.Addr())
+	}
+
+	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	wg.Go(func() { errs <- srv.Serve(work) })
+	wg.Go(func() { _ = conn.Consume(work, tokenEvents(), handle(svc)) })
+	wg.Go(func() { svc.RunPositions(work) })
+	select {
+	case <-ctx.Done():
+		health.Drain()
+	case err = <-errs:
+		log.Error("http server stopped", "err", err)
+	}
+	// Streams never end on their own: keep dropping them while the server
+	// shuts down, so its graceful shutdown does not wait out its timeout;
+	// EventSource reconnects to another replica.
+	stop()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		h.CloseAll()
+		select {
+		case <-done:
+			return err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

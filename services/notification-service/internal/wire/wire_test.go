@@ -1,0 +1,226 @@
+package wire
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+const secret = "notify-test-secret-0123456789abcdef-xyz"
+
+// replica runs one notification-service; it is stopped at cleanup.
+func replica(t testing.TB, cfg Config) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr, done := make(chan string, 1), make(chan error, 1)
+	go func() {
+		done <- Serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addr <- a })
+	}()
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case err := <-done:
+		t.Fatalf("replica did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("replica exited with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("replica did not stop within 15s")
+		}
+	})
+	// Ready once its fan-out queue is bound.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		res, err := http.Get(url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				return url
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica not ready within 15s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testConfig(t testing.TB, exchange string) Config {
+	cfg := Config{HTTPAddr: "127.0.0.1:0", MaxStreamsPerIP: 0, Heartbeat: 5 * time.Second, PositionEvery: time.Hour,
+		Buffer: 32, WriteTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
+	cfg.JWTSecret = secret
+	cfg.Redis.URL = testenv.RedisURL(t)
+	cfg.AMQP.URL = testenv.AMQPURL(t)
+	cfg.AMQP.Exchange = exchange
+	return cfg
+}
+
+// sse is one browser's stream: admitted events collected.
+type sse struct {
+	mu       sync.Mutex
+	admitted []string // "tokenId" of each admitted event
+	at       []time.Time
+}
+
+func open(t testing.TB, ctx context.Context, url, q, user string, ver *auth.Verifier) (*sse, error) {
+	tok, err := ver.Mint(user, "", time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/api/v1/queues/"+q+"/events?access_token="+tok, nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != 200 {
+		res.Body.Close()
+		return nil, fmt.Errorf("stream for %s: %d", user, res.StatusCode)
+	}
+	s := &sse{}
+	first := make(chan struct{})
+	go func() {
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		var name, data string
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				data = line[6:]
+			case line == "" && name != "":
+				if name == "admitted" {
+					i := strings.Index(data, `"tokenId":"`)
+					tid := data[i+11:]
+					tid = tid[:strings.IndexByte(tid, '"')]
+					s.mu.Lock()
+					s.admitted = append(s.admitted, tid)
+					s.at = append(s.at, time.Now())
+					s.mu.Unlock()
+				}
+				once.Do(func() { close(first) })
+				name, data = "", ""
+			}
+		}
+	}()
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		return nil, fmt.Errorf("stream for %s: no first event", user)
+	}
+	return s, nil
+}
+
+func (s *sse) tokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.admitted...)
+}
+
+func newQueue(t testing.TB) string {
+	store, _ := redisstore.NewStore(testenv.Redis(t))
+	q := testenv.ID(t)
+	if _, _, err := store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Purge(context.Background(), q) })
+	return q
+}
+
+func issued(q, user, tid string, at time.Time) broker.Event {
+	return broker.Event{ID: tid + ".issued", RoutingKey: events.RoutingKeyTokenIssued, Time: at, Message: &waitingroomv1.TokenIssued{
+		EventId: tid + ".issued", OccurredAt: timestamppb.New(at), QueueId: q, UserId: user, TokenId: tid,
+		ActivateAt: timestamppb.New(at), ExpiresAt: timestamppb.New(at.Add(5 * time.Minute)),
+	}}
+}
+
+func TestTwoReplicasEveryUserGetsExactlyTheirOwnAdmission(t *testing.T) {
+	t.Parallel()
+	exchange := "test." + testenv.ID(t)
+	t.Cleanup(func() { testenv.DeleteAMQPTopology(testenv.AMQPURL(t), exchange) })
+	cfg := testConfig(t, exchange)
+	urls := []string{replica(t, cfg), replica(t, cfg)}
+	q := newQueue(t)
+	ver, _ := auth.NewVerifier(secret)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	const users = 200
+	streams := make([]*sse, users)
+	errs := make([]error, users)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Go(func() { streams[i], errs[i] = open(t, ctx, urls[i%2], q, fmt.Sprintf("user-%03d", i), ver) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	batch := make([]broker.Event, users)
+	now := time.Now()
+	for i := range users {
+		batch[i] = issued(q, fmt.Sprintf("user-%03d", i), fmt.Sprintf("tok-%03d", i), now)
+	}
+	if err := conn.Publisher().Publish(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; i < users; {
+		if len(streams[i].tokens()) >= 1 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user %d got no admission within 15s", i)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let any duplicate or stray event arrive
+	var lags []time.Duration
+	for i, s := range streams {
+		toks := s.tokens()
+		if len(toks) != 1 || toks[0] != fmt.Sprintf("tok-%03d", i) {
+			t.Errorf("user %d got admissions %v, want exactly [tok-%03d]", i, toks, i)
+		}
+		s.mu.Lock()
+		lags = append(lags, s.at[0].Sub(now))
+		s.mu.Unlock()
+	}
+	worst := time.Duration(0)
+	for _, l := range lags {
+		worst = max(worst, l)
+	}
+	t.Logf("200 users on 2 replicas: each got exactly its own admission; slowest %v after the publish", worst)
+}
