@@ -1,7 +1,7 @@
 # The waiting room. `make help` lists the targets.
 SHELL := /bin/bash
 GO    ?= go
-SERVICES := queue-gateway admission-dispatcher order-service
+SERVICES := queue-gateway admission-dispatcher order-service notification-service
 BIN := bin
 
 export REDIS_URL ?= redis://127.0.0.1:6379/0
