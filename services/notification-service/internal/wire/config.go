@@ -3,8 +3,6 @@ package wire
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -34,26 +32,9 @@ type Config struct {
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.JWTSecret == "" && !c.DevMode {
-		errs = append(errs, errors.New("AUTH_JWT_SECRET is required (or AUTH_DEV_MODE=true for local use)"))
-	}
-	if c.JWTSecret != "" && len(c.JWTSecret) < auth.MinSecretBytes {
-		errs = append(errs, fmt.Errorf("AUTH_JWT_SECRET must be at least %d bytes", auth.MinSecretBytes))
-	}
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
 	if c.MaxStreamsPerIP < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SSE_* settings and SHUTDOWN_TIMEOUT must be positive (SSE_MAX_STREAMS_PER_IP may be 0)"))
 	}
-	for _, p := range c.TrustedProxies {
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", p))
-		}
-	}
 	return errors.Join(errs...)
-}
-
-func (c *Config) secret() string {
-	if c.JWTSecret != "" {
-		return c.JWTSecret
-	}
-	return auth.DevSecret
 }

@@ -37,7 +37,7 @@ func Run(ctx context.Context) error {
 // Serve wires the service and serves until ctx ends; ready, if set, gets
 // the bound address.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	ver, err := auth.NewVerifier(cfg.secret())
+	ver, err := auth.FromConfig(cfg.Auth)
 	if err != nil {
 		return err
 	}

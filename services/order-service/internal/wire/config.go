@@ -3,8 +3,6 @@ package wire
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -44,12 +42,7 @@ type Config struct {
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.JWTSecret == "" && !c.DevMode {
-		errs = append(errs, errors.New("AUTH_JWT_SECRET is required (or AUTH_DEV_MODE=true for local use)"))
-	}
-	if c.JWTSecret != "" && len(c.JWTSecret) < auth.MinSecretBytes {
-		errs = append(errs, fmt.Errorf("AUTH_JWT_SECRET must be at least %d bytes", auth.MinSecretBytes))
-	}
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
 	if c.OrderRateLimitPerQueue < 0 {
 		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE must be 0 (off) or positive"))
 	}
@@ -62,17 +55,5 @@ func (c *Config) Validate() error {
 	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.ShutdownTimeout <= 0 || c.StartupTimeout <= 0 {
 		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY, STARTUP_TIMEOUT and SHUTDOWN_TIMEOUT must be positive"))
 	}
-	for _, p := range c.TrustedProxies {
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", p))
-		}
-	}
 	return errors.Join(errs...)
-}
-
-func (c *Config) secret() string {
-	if c.JWTSecret != "" {
-		return c.JWTSecret
-	}
-	return auth.DevSecret
 }
