@@ -3,6 +3,7 @@ package httpapi
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -65,5 +66,11 @@ func New(o Options) (http.Handler, error) {
 	api.GET("/products", h.listProducts)
 	admin := e.Group("/admin/v1", user, auth.RequireAdmin())
 	admin.PUT("/products/:productId", h.putProduct)
+	httpserver.ServeOpenAPI(e, OpenAPI)
 	return e, nil
 }
+
+// OpenAPI is the service's OpenAPI 3.1 document, served at /openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
