@@ -16,6 +16,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/api"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
@@ -77,7 +78,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	if err != nil {
 		return err
 	}
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	api.Register(e, ver, svc)
 	srv, err := httpserver.New(cfg.HTTPAddr, e, log, cfg.ShutdownTimeout)
 	if err != nil {
 		return fmt.Errorf("notification-service: %w", err)

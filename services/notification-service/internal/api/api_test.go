@@ -1,0 +1,34 @@
+package api
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+)
+
+func TestOpenAPIMatchesTheRoutes(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, _ := auth.NewVerifier("openapi-test-secret-0123456789abcdef")
+	h := hub.New(1, 0, nil)
+	Register(e, ver, stream.New(h, nil, log, stream.NewMetrics(reg, h), stream.Options{}))
+	ops, err := httpserver.OperationsOf(OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if routes := httpserver.RoutesOf(e); !slices.Equal(routes, ops) || len(routes) != 5 {
+		t.Fatalf("routes and OpenAPI operations differ:\nroutes:  %v\nopenapi: %v", routes, ops)
+	}
+}
