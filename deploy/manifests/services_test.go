@@ -1,0 +1,159 @@
+package manifests
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// service is what the deployment files must agree on about one service.
+type service struct {
+	name string
+	// port is HTTP_ADDR's default (README, Configuration); the container
+	// port, the Service, the probes and EXPOSE all use it.
+	port int
+	// shutdown is SHUTDOWN_TIMEOUT's default.
+	shutdown time.Duration
+	// public services are reached through the Ingress.
+	public bool
+	// hpa: scaled by a HorizontalPodAutoscaler (everything but the dispatcher,
+	// whose extra replicas would only be standbys).
+	hpa bool
+	// auth: verifies user JWTs, so it needs AUTH_JWT_SECRET.
+	auth bool
+	// amqp, database: the servers it talks to besides Redis.
+	amqp, database bool
+}
+
+var services = []service{
+	{name: "queue-gateway", port: 8080, shutdown: 15 * time.Second, public: true, hpa: true, auth: true},
+	{name: "order-service", port: 8081, shutdown: 15 * time.Second, public: true, hpa: true, auth: true, amqp: true, database: true},
+	{name: "notification-service", port: 8082, shutdown: 10 * time.Second, public: true, hpa: true, auth: true, amqp: true},
+	{name: "admission-dispatcher", port: 8083, shutdown: 10 * time.Second, amqp: true},
+}
+
+func serviceNamed(name string) (service, bool) {
+	for _, s := range services {
+		if s.name == name {
+			return s, true
+		}
+	}
+	return service{}, false
+}
+
+// repoRoot is the repository root: two levels above this package.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.work")); err != nil {
+		t.Fatalf("repository root not found above %s: %v", root, err)
+	}
+	return root
+}
+
+// goSource is one non-test Go file of pkg/ or services/.
+type goSource struct {
+	path string // relative to the repository root, slash-separated
+	text string
+}
+
+var (
+	sourcesOnce sync.Once
+	sources     []goSource
+	sourcesErr  error
+)
+
+// goSources reads every non-test .go file under pkg/ and services/.
+func goSources(t testing.TB) []goSource {
+	t.Helper()
+	root := repoRoot(t)
+	sourcesOnce.Do(func() {
+		for _, dir := range []string{"pkg", "services"} {
+			err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+					return err
+				}
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				rel, _ := filepath.Rel(root, p)
+				sources = append(sources, goSource{path: filepath.ToSlash(rel), text: string(b)})
+				return nil
+			})
+			if err != nil {
+				sourcesErr = err
+				return
+			}
+		}
+	})
+	if sourcesErr != nil {
+		t.Fatal(sourcesErr)
+	}
+	if len(sources) == 0 {
+		t.Fatal("no Go sources found under pkg/ and services/")
+	}
+	return sources
+}
+
+// envDefault finds the one `env:"NAME" envDefault:"..."` tag of a service's
+// own sources (services/<name>/...).
+func envDefault(t *testing.T, svc, name string) string {
+	t.Helper()
+	re := regexp.MustCompile(`env:"` + regexp.QuoteMeta(name) + `"\s+envDefault:"([^"]*)"`)
+	var found []string
+	for _, src := range goSources(t) {
+		if !strings.HasPrefix(src.path, "services/"+svc+"/") {
+			continue
+		}
+		for _, m := range re.FindAllStringSubmatch(src.text, -1) {
+			found = append(found, m[1])
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s: want exactly one %s default in its sources, found %q", svc, name, found)
+	}
+	return found[0]
+}
+
+// TestServiceFacts checks the table above against the services' own
+// configuration, so the deployment tests below test against the truth.
+func TestServiceFacts(t *testing.T) {
+	for _, s := range services {
+		if got, want := envDefault(t, s.name, "HTTP_ADDR"), ":"+strconv.Itoa(s.port); got != want {
+			t.Errorf("%s: HTTP_ADDR default is %q in the sources, the deployment files assume %q", s.name, got, want)
+		}
+		d, err := time.ParseDuration(envDefault(t, s.name, "SHUTDOWN_TIMEOUT"))
+		if err != nil {
+			t.Fatalf("%s: SHUTDOWN_TIMEOUT default: %v", s.name, err)
+		}
+		if d != s.shutdown {
+			t.Errorf("%s: SHUTDOWN_TIMEOUT default is %s in the sources, the deployment files assume %s", s.name, d, s.shutdown)
+		}
+		if _, err := os.Stat(filepath.Join(repoRoot(t), "services", s.name, "main.go")); err != nil {
+			t.Errorf("%s: no main package: %v", s.name, err)
+		}
+	}
+}
+
+// envNameKnown says whether an environment variable name is read somewhere
+// in pkg/ or services/ (an env tag, or the name in a message about it).
+func envNameKnown(t testing.TB, name string) bool {
+	t.Helper()
+	re := regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\b`)
+	for _, src := range goSources(t) {
+		if re.MatchString(src.text) {
+			return true
+		}
+	}
+	return false
+}
