@@ -3,12 +3,11 @@ package gateway
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/web"
 )
 
 // Config is the queue-gateway's environment.
@@ -24,35 +23,38 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown; keep it below the pod's
 	// terminationGracePeriodSeconds.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+
+	// The waiting-room page: where a browser reaches the other services
+	// (also what its Content-Security-Policy lets it connect to), and the
+	// queue / shows without ?queue=.
+	OrderServicePublicURL        string `env:"ORDER_SERVICE_PUBLIC_URL" envDefault:"http://localhost:8081"`
+	NotificationServicePublicURL string `env:"NOTIFICATION_SERVICE_PUBLIC_URL" envDefault:"http://localhost:8082"`
+	DefaultQueue                 string `env:"DEFAULT_QUEUE" envDefault:"demo"`
 }
 
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	if c.JWTSecret == "" && !c.DevMode {
-		errs = append(errs, errors.New("AUTH_JWT_SECRET is required (or AUTH_DEV_MODE=true for local use)"))
-	}
-	if c.JWTSecret != "" && len(c.JWTSecret) < auth.MinSecretBytes {
-		errs = append(errs, fmt.Errorf("AUTH_JWT_SECRET must be at least %d bytes", auth.MinSecretBytes))
-	}
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
 	if c.EnterRateLimitPerIP < 0 {
 		errs = append(errs, errors.New("ENTER_RATE_LIMIT_PER_IP must be 0 (off) or positive"))
-	}
-	for _, p := range c.TrustedProxies {
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", p))
-		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
+	if err := c.page().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
-// secret is the JWT key in use: the configured one, else the dev secret.
-func (c *Config) secret() string {
-	if c.JWTSecret != "" {
-		return c.JWTSecret
+// page is the waiting-room page's configuration; empty fields take the
+// page's defaults.
+func (c *Config) page() web.Config {
+	return web.Config{
+		OrderServiceURL:        c.OrderServicePublicURL,
+		NotificationServiceURL: c.NotificationServicePublicURL,
+		DefaultQueue:           c.DefaultQueue,
+		DevMode:                c.DevMode,
 	}
-	return auth.DevSecret
 }

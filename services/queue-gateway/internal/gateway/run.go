@@ -48,7 +48,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
 	}
-	ver, err := auth.NewVerifier(cfg.secret())
+	ver, err := auth.FromConfig(cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +75,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		}
 	}
 	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping})
+	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{
 		Service:        svc,
 		Verifier:       ver,
@@ -85,6 +86,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		DevMode:        cfg.DevMode,
 		TrustedProxies: cfg.TrustedProxies,
 		QueueLister:    store,
+		Page:           &page,
 	})
 	if err != nil {
 		_ = rdb.Close()

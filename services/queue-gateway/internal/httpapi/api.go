@@ -4,16 +4,20 @@ package httpapi
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/web"
 )
 
 // Limiter limits enters per client IP. redisstore.RateLimiter implements it.
@@ -35,6 +39,9 @@ type Options struct {
 	TrustedProxies []string
 	// QueueLister feeds the queue length gauge; nil disables it.
 	QueueLister QueueLister
+	// Page configures the waiting-room page (/, /q/{queueId}, /config.json,
+	// /static/); nil serves no page. Its DevMode is taken from DevMode.
+	Page *web.Config
 }
 
 type handler struct {
@@ -77,5 +84,38 @@ func New(o Options) (http.Handler, error) {
 	admin.PUT("/queues/:queueId", h.putQueue)
 	admin.GET("/queues/:queueId", h.getQueue)
 	admin.DELETE("/queues/:queueId", h.deleteQueue)
+
+	if o.Page != nil {
+		cfg := *o.Page
+		cfg.DevMode = o.DevMode
+		page, err := web.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range []string{http.MethodGet, http.MethodHead} {
+			e.Handle(m, "/", gin.WrapF(page.Page))
+			e.Handle(m, "/q/:queueId", h.queuePage(page))
+			e.Handle(m, "/config.json", gin.WrapF(page.Config))
+			e.Handle(m, "/static/*file", gin.WrapF(page.Static))
+		}
+	}
+	httpserver.ServeOpenAPI(e, OpenAPI)
 	return e, nil
+}
+
+// OpenAPI is the gateway's OpenAPI 3.1 document, served at /openapi.yaml.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// queuePage serves the page for a queue named in the path; a name that can
+// be no queue's is refused here rather than by the page's first call.
+func (h *handler) queuePage(page *web.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if !queue.ValidID(c.Param("queueId")) {
+			h.fail(c, app.ErrInvalidQueueID)
+			return
+		}
+		page.Page(c.Writer, c.Request)
+	}
 }

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// browserSystem is the services as processes for the browser test, in dev
+// auth mode (the page mints its own token), each gateway's origin allowed by
+// the order-service and the notification-service.
+type browserSystem struct {
+	t   *testing.T
+	ver *auth.Verifier // the shared dev secret: the test mints what the page mints
+	// gateway serves the page with the notification stream; pollingGateway
+	// serves it with a stream address nothing listens on, so the page has to
+	// fall back to polling.
+	gateway, pollingGateway, order, dispatcher, notify *proc
+	// db is between the order-service and PostgreSQL, to cut.
+	db *testenv.Proxy
+}
+
+// browserQueues are the queues of one run; the dispatcher serves all but full.
+type browserQueues struct{ happy, full, expired, polling string }
+
+func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
+	t.Helper()
+	ver, err := auth.NewVerifier(auth.DevSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &browserSystem{t: t, ver: ver}
+	id := testenv.ID(t)
+	exchange := "e2e." + id
+	amqpURL := testenv.AMQPURL(t)
+	t.Cleanup(func() {
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+	})
+	// Addresses first: each service must know the others' before it starts.
+	gwPort, pollPort, orderPort, notifyPort, deadPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
+	origin := func(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
+	origins := origin(gwPort) + "," + origin(pollPort)
+	common := map[string]string{
+		// Dev mode and no AUTH_JWT_SECRET: every service uses the shared dev secret.
+		"AUTH_DEV_MODE": "true", "AUTH_JWT_SECRET": "",
+		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": exchange,
+		"ORDER_FAILED_QUEUE": exchange + ".order-failed",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range common {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	withNotifications := notificationServicePresent(t) // builds every service
+	s.db = testenv.StartProxy(t, "127.0.0.1:5432")
+	s.order = startOn(t, "order-service", orderPort, with(map[string]string{
+		"DATABASE_URL": testenv.PostgresURLVia(t, testenv.PostgresURL(t), s.db.Addr()), "CORS_ALLOWED_ORIGINS": origins,
+	}))
+	if withNotifications {
+		s.notify = startOn(t, "notification-service", notifyPort, with(map[string]string{
+			"CORS_ALLOWED_ORIGINS": origins, "SSE_POSITION_INTERVAL": "300ms",
+		}))
+	} else {
+		t.Log("services/notification-service is not there: the page follows the line by polling only")
+	}
+	s.dispatcher = startOn(t, "admission-dispatcher", testenv.FreePort(t), with(map[string]string{
+		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling}, ","),
+	}))
+	gw := func(port, notifyPort int) map[string]string {
+		return with(map[string]string{
+			"ENTER_RATE_LIMIT_PER_IP":         "0",
+			"ORDER_SERVICE_PUBLIC_URL":        origin(orderPort),
+			"NOTIFICATION_SERVICE_PUBLIC_URL": origin(notifyPort),
+			"DEFAULT_QUEUE":                   qs.happy,
+		})
+	}
+	s.gateway = startOn(t, "queue-gateway", gwPort, gw(gwPort, notifyPort))
+	s.pollingGateway = startOn(t, "queue-gateway", pollPort, gw(pollPort, deadPort))
+	return s
+}
+
+// call is one JSON request as user (none when empty); it returns the status
+// and the decoded body.
+func (s *browserSystem) call(method, url, user, role string, body any) (int, map[string]any) {
+	s.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if user != "" {
+		tok, err := s.ver.Mint(user, role, time.Hour)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var v map[string]any
+	_ = json.Unmarshal(b, &v)
+	return res.StatusCode, v
+}
+
+// queue creates (201) or changes (200) a queue's knobs.
+func (s *browserSystem) queue(q string, knobs map[string]any) {
+	s.t.Helper()
+	st, v := s.call(http.MethodPut, s.gateway.url+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, knobs)
+	if st != http.StatusCreated && st != http.StatusOK {
+		s.t.Fatalf("queue %s %v: %d %v", q, knobs, st, v)
+	}
+}
+
+func (s *browserSystem) product(q, id, name string, stock, priceCents int) {
+	s.t.Helper()
+	st, v := s.call(http.MethodPut, s.order.url+"/admin/v1/products/"+id, "ops", auth.RoleAdmin,
+		map[string]any{"queueId": q, "name": name, "stock": stock, "priceCents": priceCents})
+	if st != http.StatusCreated {
+		s.t.Fatalf("product %s: %d %v", id, st, v)
+	}
+}
+
+// enter puts user in line through the API and returns the position.
+func (s *browserSystem) enter(q, user string) int {
+	s.t.Helper()
+	st, v := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+q+"/enter", user, "", nil)
+	if st != http.StatusOK || v["state"] != "WAITING" {
+		s.t.Fatalf("enter %s as %s: %d %v", q, user, st, v)
+	}
+	return int(v["position"].(float64))
+}
+
+// position is user's standing as the gateway tells it.
+func (s *browserSystem) position(q, user string) map[string]any {
+	s.t.Helper()
+	st, v := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+q+"/position", user, "", nil)
+	if st != http.StatusOK {
+		s.t.Fatalf("position of %s in %s: %d %v", user, q, st, v)
+	}
+	return v
+}
+
+// startOn is start (procs_test.go) on a port chosen beforehand, for services
+// whose address others need before they run.
+func startOn(t *testing.T, name string, port int, env map[string]string) *proc {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary(t, name))
+	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+fmt.Sprint(port), "LOG_LEVEL=debug")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logf, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	t.Cleanup(func() { p.stop(t) })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(p.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within 60s; log:\n%s", name, p.tail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var (
+	notifyOnce sync.Once
+	notifyBin  string // the built notification-service; empty when its source is not in the tree
+	notifyErr  error
+)
+
+// notificationServicePresent builds the notification-service, next to the
+// other services' build, when its source is in the tree. A tree without it
+// is a supported state (the page polls); a tree whose service does not build
+// is not.
+func notificationServicePresent(t *testing.T) bool {
+	t.Helper()
+	notifyOnce.Do(func() {
+		src := root(t)
+		if _, err := os.Stat(filepath.Join(src, "services", "notification-service", "main.go")); err != nil {
+			binaries(t)
+			return
+		}
+		dir, err := os.MkdirTemp("", "waitingroom-e2e-notify-")
+		if err != nil {
+			notifyErr = err
+			return
+		}
+		t.Cleanup(func() { _ = os.RemoveAll(dir) })
+		bin := filepath.Join(dir, "notification-service")
+		built := make(chan error, 1)
+		go func() {
+			cmd := exec.Command("go", "build", "-o", bin, "./services/notification-service")
+			cmd.Dir = src
+			if out, err := cmd.CombinedOutput(); err != nil {
+				built <- fmt.Errorf("build notification-service: %v\n%s", err, out)
+				return
+			}
+			built <- nil
+		}()
+		binaries(t) // the other services build meanwhile
+		if notifyErr = <-built; notifyErr == nil {
+			notifyBin = bin
+		}
+	})
+	if notifyErr != nil {
+		t.Fatal(notifyErr)
+	}
+	return notifyBin != ""
+}
+
+// binary is the path of a built service.
+func binary(t *testing.T, name string) string {
+	if name == "notification-service" && notifyBin != "" {
+		return notifyBin
+	}
+	return filepath.Join(binaries(t), name)
+}

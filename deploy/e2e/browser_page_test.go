@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromiumPath is Debian's chromium; the browser test needs no other browser.
+const chromiumPath = "/usr/bin/chromium"
+
+// newBrowser starts headless chromium with a fresh profile; it is stopped at
+// cleanup. Each tab then gets its own browser context (no shared storage).
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("the browser test drives Debian's chromium at %s, which is missing (%v): apt-get install -y chromium", chromiumPath, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	// chromedp's own complaints (unknown protocol events of a newer browser)
+	// must not reach t.Logf, which panics after the test ends.
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
+	t.Cleanup(func() { bcancel(); acancel() })
+	// The first Do starts the browser; its context must have no deadline, as
+	// the browser lives as long as it.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start %s: %v", chromiumPath, err)
+	}
+	return bctx
+}
+
+// tab is one page in its own browser context, on a phone-sized screen.
+type tab struct {
+	t     *testing.T
+	ctx   context.Context
+	name  string
+	dir   string
+	shots int
+
+	mu       sync.Mutex
+	problems []string // uncaught exceptions and CSP violations
+}
+
+// phone is the screen the page must fit without horizontal scrolling.
+const phoneWidth, phoneHeight = 360, 740
+
+func openTab(t *testing.T, browser context.Context, name, url string) *tab {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	tb := &tab{t: t, ctx: ctx, name: name, dir: screenshotDir(t)}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+				tb.mu.Lock()
+				tb.problems = append(tb.problems, m.String())
+				tb.mu.Unlock()
+			}
+		}
+	}()
+	tb.do(chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait), chromedp.Navigate(url))
+	t.Cleanup(func() {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		if len(tb.problems) > 0 {
+			t.Errorf("%s: the page reported problems:\n%s", name, strings.Join(tb.problems, "\n"))
+		}
+	})
+	return tb
+}
+
+// screenshotDir is t.TempDir(), or E2E_SCREENSHOT_DIR to keep them.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("E2E_SCREENSHOT_DIR"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return t.TempDir()
+}
+
+// do runs actions with a deadline; a failure is fatal, with a screenshot.
+func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.shot("failed")
+		tb.t.Fatalf("%s: %v", tb.name, err)
+	}
+}
+
+func (tb *tab) click(id string) {
+	tb.t.Helper()
+	tb.do(chromedp.Click(chromedp.ID(id), chromedp.NodeVisible))
+}
+
+// signIn types a name into the dev sign-in form, after checking the
+// suggested one, and waits for the Enter button.
+func (tb *tab) signIn(user string) pageState {
+	tb.t.Helper()
+	st := tb.waitFor("the sign-in form", 15*time.Second, func(p pageState) bool { return p.Shown["dev-login"] })
+	if !strings.HasPrefix(st.Name, "guest-") || len(st.Name) != len("guest-")+4 {
+		tb.t.Fatalf("%s: suggested name %q, want guest-xxxx", tb.name, st.Name)
+	}
+	tb.shot("sign-in")
+	tb.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('name').value = ''`),
+		chromedp.SendKeys(chromedp.ID("name"), user),
+		chromedp.Click(chromedp.CSS("#dev-login button"), chromedp.NodeVisible))
+	return tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool {
+		return p.Shown["enter"] && !p.EnterDisabled && !p.Shown["identity"]
+	})
+}
+
+// shot saves a screenshot as <dir>/<tab>-<nn>-<step>.png, logs its path, and
+// checks that the page still fits the phone's width.
+func (tb *tab) shot(step string) {
+	tb.t.Helper()
+	tb.shots++
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		tb.t.Errorf("%s: screenshot %s: %v", tb.name, step, err)
+		return
+	}
+	path := filepath.Join(tb.dir, fmt.Sprintf("%s-%02d-%s.png", tb.name, tb.shots, step))
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		tb.t.Errorf("write %s: %v", path, err)
+		return
+	}
+	tb.t.Logf("screenshot %s", path)
+	if step == "failed" {
+		return
+	}
+	if st, err := tb.read(); err == nil && st.ScrollWidth > st.InnerWidth {
+		tb.t.Errorf("%s at %s: the page is %d px wide on a %d px screen (horizontal scroll)", tb.name, step, st.ScrollWidth, st.InnerWidth)
+	}
+}
+
+// pageState is what a person sees on the page, read in one evaluation.
+type pageState struct {
+	Status        string          `json:"status"`
+	Kind          string          `json:"kind"`
+	Name          string          `json:"name"`
+	Position      string          `json:"position"`
+	Ahead         string          `json:"ahead"`
+	ETA           string          `json:"eta"`
+	QueueState    string          `json:"queueState"`
+	Progress      int             `json:"progress"`
+	Countdown     string          `json:"countdown"`
+	Expiry        string          `json:"expiry"`
+	OrderID       string          `json:"orderId"`
+	FormNote      string          `json:"formNote"`
+	Products      []string        `json:"products"`
+	Quantities    []string        `json:"quantities"`
+	Shown         map[string]bool `json:"shown"`
+	EnterDisabled bool            `json:"enterDisabled"`
+	OrderDisabled bool            `json:"orderDisabled"`
+	ScrollWidth   int             `json:"scrollWidth"`
+	InnerWidth    int             `json:"innerWidth"`
+}
+
+func (p pageState) String() string {
+	var shown []string
+	for id, on := range p.Shown {
+		if on {
+			shown = append(shown, id)
+		}
+	}
+	return fmt.Sprintf("status %q (%s), position %q, ahead %q, eta %q, line %q, progress %d, countdown %q, expiry %q, order %q, form note %q, products %q, shown %v",
+		p.Status, p.Kind, p.Position, p.Ahead, p.ETA, p.QueueState, p.Progress, p.Countdown, p.Expiry, p.OrderID, p.FormNote, p.Products, shown)
+}
+
+const readPage = `(() => {
+  const $ = (id) => document.getElementById(id);
+  const text = (id) => ($(id) ? $(id).textContent.trim() : '');
+  const shown = (id) => !!$(id) && $(id).checkVisibility();
+  const ids = ['identity', 'dev-login', 'signin-required', 'line', 'figures', 'enter', 'enter-again',
+    'turn', 'countdown', 'order-form', 'result'];
+  return {
+    status: text('status-text'), kind: $('status') ? $('status').dataset.kind : '',
+    name: $('name') ? $('name').value : '',
+    position: text('position'), ahead: text('ahead'), eta: text('eta'), queueState: text('queue-state'),
+    progress: $('progress') ? Number($('progress').value) : -1,
+    countdown: text('countdown'), expiry: text('expiry'), orderId: text('order-id'), formNote: text('form-note'),
+    products: Array.from($('product') ? $('product').options : [], (o) => o.text),
+    quantities: Array.from($('quantity') ? $('quantity').options : [], (o) => o.value),
+    shown: Object.fromEntries(ids.map((id) => [id, shown(id)])),
+    enterDisabled: !!($('enter') && $('enter').disabled), orderDisabled: !!($('order') && $('order').disabled),
+    scrollWidth: document.documentElement.scrollWidth, innerWidth: window.innerWidth,
+  };
+})()`
+
+func (tb *tab) read() (pageState, error) {
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](readPage))
+	if err != nil {
+		return pageState{}, err
+	}
+	var st pageState
+	err = json.Unmarshal(raw, &st)
+	return st, err
+}
+
+// waitFor reads the page every 50 ms until cond holds; past the deadline the
+// test fails with what the page showed last and a screenshot.
+func (tb *tab) waitFor(what string, timeout time.Duration, cond func(pageState) bool) pageState {
+	tb.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last pageState
+	var lastErr error
+	for {
+		st, err := tb.read()
+		if err == nil {
+			if cond(st) {
+				return st
+			}
+			last = st
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			tb.shot("timeout")
+			tb.t.Fatalf("%s: no %s within %s; the page shows: %v (read error %v)", tb.name, what, timeout, last, lastErr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,318 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// TestBrowserWaitingRoom drives the waiting-room page in headless chromium
+// against the services as processes: a buyer waits, watches the line move,
+// gets the turn and orders; a full line; a turn that expires; and the page
+// without its notification stream, polling.
+func TestBrowserWaitingRoom(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	browser := newBrowser(t)
+	id := testenv.ID(t)
+	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling"}
+	sys := newBrowserSystem(t, qs)
+	t.Cleanup(func() {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling} {
+			sys.call(http.MethodDelete, sys.gateway.url+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
+		}
+	})
+	t.Logf("services and browser up in %s", time.Since(began).Round(time.Millisecond))
+
+	t.Run("HappyPath", func(t *testing.T) { browserHappyPath(t, sys.in(t), browser, qs.happy) })
+	t.Run("QueueFull", func(t *testing.T) { browserQueueFull(t, sys.in(t), browser, qs.full) })
+	t.Run("Expired", func(t *testing.T) { browserExpired(t, sys.in(t), browser, qs.expired) })
+	t.Run("PollingFallback", func(t *testing.T) { browserPollingFallback(t, sys.in(t), browser, qs.polling) })
+	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
+}
+
+// in is the system as seen from subtest t (fatal errors go to t).
+func (s *browserSystem) in(t *testing.T) *browserSystem {
+	c := *s
+	c.t = t
+	return &c
+}
+
+// positionTrail records the places the page showed, in order, without repeats.
+type positionTrail []string
+
+func (p *positionTrail) add(st pageState) {
+	if st.Shown["figures"] && st.Position != "" && (len(*p) == 0 || (*p)[len(*p)-1] != st.Position) {
+		*p = append(*p, st.Position)
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Four people already wait when the buyer enters at place 5; the line moves
+// at 2 a second; the buyer's activation is spread 3 s after the turn comes
+// (countdown); the buyer orders two tees and the order exists.
+func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	s.queue(q, map[string]any{"state": "PAUSED", "admissionRatePerSec": 2, "activationSpreadMs": 0})
+	s.product(q, "tee", "Limited tee", 5, 2500)
+	ahead := []string{"ann", "ben", "cat", "dov"}
+	for i, u := range ahead {
+		if p := s.enter(q, u); p != i+1 {
+			t.Fatalf("%s entered at %d, want %d", u, p, i+1)
+		}
+	}
+	const buyer = "shopper-happy"
+	tb := openTab(t, browser, "happy", s.gateway.url+"/q/"+q)
+	tb.signIn(buyer)
+	tb.shot("signed-in")
+	tb.click("enter")
+
+	st := tb.waitFor("place 5 in a paused line", 10*time.Second, func(p pageState) bool {
+		return p.Shown["figures"] && p.Position == "5"
+	})
+	if st.Ahead != "4" || st.ETA != "about 3 s" || st.Progress != 0 || !strings.Contains(st.QueueState, "paused") ||
+		!strings.HasPrefix(st.Status, "Paused: the line is not moving right now") || st.Kind != "warn" {
+		t.Fatalf("at place 5 of a paused line the page shows: %v", st)
+	}
+	tb.shot("place-5-paused")
+
+	var trail positionTrail
+	trail.add(st)
+	moved := time.Now()
+	s.queue(q, map[string]any{"state": "OPEN"})
+	st = tb.waitFor("a place of 3 or better", 15*time.Second, func(p pageState) bool {
+		trail.add(p)
+		return p.Shown["turn"] || (p.Shown["figures"] && atoi(p.Position) >= 1 && atoi(p.Position) <= 3)
+	})
+	if st.Shown["turn"] {
+		t.Fatalf("the turn came before the page showed a place of 3 or better; places shown %v", trail)
+	}
+	// Hold the line here, for the countdown below.
+	s.queue(q, map[string]any{"state": "PAUSED"})
+	place := atoi(st.Position)
+	if want := int(100 - 100*float64(place)/5 + 0.5); st.Progress != want || !strings.Contains(st.Status, fmt.Sprintf("You are number %d in line", place)) {
+		t.Fatalf("at place %d: progress %d%% (want %d%%), status %q", place, st.Progress, want, st.Status)
+	}
+	t.Logf("the page showed place %d %s after the line started moving; places so far %v", place, time.Since(moved).Round(time.Millisecond), trail)
+	tb.shot(fmt.Sprintf("place-%d", place))
+
+	// The countdown needs an activation time in the future: leave exactly one
+	// person ahead of the buyer, so that one tick admits both and spreads the
+	// buyer's activation 3 s after the other's (6000 ms x 1/2).
+	countdown := false
+	if me := s.position(q, buyer); me["state"] == "WAITING" {
+		var waiting []string
+		for _, u := range ahead {
+			if s.position(q, u)["state"] == "WAITING" {
+				waiting = append(waiting, u)
+			}
+		}
+		for _, u := range waiting[:max(0, len(waiting)-1)] {
+			if st, v := s.call(http.MethodDelete, s.gateway.url+"/api/v1/queues/"+q+"/position", u, "", nil); st != http.StatusNoContent {
+				t.Fatalf("%s leaves: %d %v", u, st, v)
+			}
+		}
+		countdown = len(waiting) > 0
+		if !countdown {
+			t.Logf("nobody is left ahead of the buyer (the page lagged): no countdown to check")
+		}
+	}
+	s.queue(q, map[string]any{"state": "OPEN", "admissionRatePerSec": 50, "activationSpreadMs": 6000})
+	st = tb.waitFor("the turn", 15*time.Second, func(p pageState) bool { trail.add(p); return p.Shown["turn"] })
+	turnAt := time.Now()
+	if !strings.HasPrefix(st.Status, "It is your turn") || st.Kind != "ok" {
+		t.Fatalf("the turn: status %q (%s)", st.Status, st.Kind)
+	}
+	t.Logf("places shown before the turn: %v; the turn came %s after the line first moved", trail, turnAt.Sub(moved).Round(time.Millisecond))
+	if countdown {
+		st = tb.waitFor("the countdown to the turn", 5*time.Second, func(p pageState) bool { return p.Shown["countdown"] || p.Shown["order-form"] })
+		if !st.Shown["countdown"] || !regexp.MustCompile(`^Your turn starts in [123] s$`).MatchString(st.Countdown) {
+			t.Fatalf("no countdown to the turn: %v", st)
+		}
+		t.Logf("countdown shown: %q", st.Countdown)
+		tb.shot("countdown")
+	}
+
+	st = tb.waitFor("the order form", 10*time.Second, func(p pageState) bool {
+		return p.Shown["order-form"] && len(p.Products) > 0 && len(p.Quantities) > 0 && !p.OrderDisabled
+	})
+	if countdown && time.Since(turnAt) < 2*time.Second {
+		t.Fatalf("the order form came %s after the turn; the activation was 3 s later", time.Since(turnAt))
+	}
+	if want := "Limited tee — $25.00 — 5 left"; len(st.Products) != 1 || st.Products[0] != want {
+		t.Fatalf("products %q, want [%q]", st.Products, want)
+	}
+	if strings.Join(st.Quantities, ",") != "1,2,3,4,5" {
+		t.Fatalf("quantities %v, want 1..5 (stock 5)", st.Quantities)
+	}
+	if !regexp.MustCompile(`^◷ Your pass expires in (5 min 0|4 min [45][0-9]) s\.$`).MatchString(st.Expiry) {
+		t.Fatalf("expiry countdown %q, want about 5 min", st.Expiry)
+	}
+	tb.shot("order-form")
+
+	tb.do(chromedp.SetValue(chromedp.ID("quantity"), "2"))
+	tb.click("order")
+	st = tb.waitFor("the order confirmation", 15*time.Second, func(p pageState) bool { return p.Shown["result"] && p.OrderID != "" })
+	if !strings.HasPrefix(st.Status, "Order confirmed. Your order number is "+st.OrderID) || st.Kind != "ok" || st.Shown["order-form"] {
+		t.Fatalf("after ordering: %v", st)
+	}
+	tb.shot("confirmed")
+	code, order := s.call(http.MethodGet, s.order.url+"/api/v1/orders/"+st.OrderID, buyer, "", nil)
+	if code != http.StatusOK || order["quantity"] != 2.0 || order["productId"] != "tee" || order["queueId"] != q || order["status"] != "CREATED" {
+		t.Fatalf("GET order %s as %s: %d %v", st.OrderID, buyer, code, order)
+	}
+	if p := s.position(q, buyer); p["state"] != "ORDERED" {
+		t.Fatalf("after the order the buyer stands %v", p["state"])
+	}
+	t.Logf("order %s confirmed %s after the turn", st.OrderID, time.Since(turnAt).Round(time.Millisecond))
+
+	// A reload keeps the sign-in and tells where the buyer stands.
+	tb.do(chromedp.Reload())
+	st = tb.waitFor("the already-ordered message", 10*time.Second, func(p pageState) bool { return strings.HasPrefix(p.Status, "You already ordered") })
+	if st.Shown["enter"] || st.Shown["turn"] || st.Shown["identity"] {
+		t.Fatalf("reloaded after ordering: %v", st)
+	}
+	tb.shot("reloaded")
+}
+
+// A line of one that holds one person: entering says it is full and when to
+// try again. The buyer comes signed in by the shop (#token=), on the page's
+// address with ?queue=.
+func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	s.queue(q, map[string]any{"maxQueueSize": 1})
+	s.enter(q, "first")
+	jwt, err := s.ver.Mint("shopper-full", "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := openTab(t, browser, "full", s.gateway.url+"/?queue="+q+"#token="+jwt)
+	st := tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.EnterDisabled })
+	if st.Shown["identity"] || st.Status != "You are not in line yet." {
+		t.Fatalf("signed in by the shop: %v", st)
+	}
+	// The token is kept, and gone from the address bar.
+	tb.do(chromedp.Evaluate[chromedp.Void](`if (location.hash !== '' || localStorage.token === undefined) throw new Error('hash ' + location.hash)`))
+	tb.shot("signed-in-by-the-shop")
+	tb.click("enter")
+	st = tb.waitFor("the line-full message", 10*time.Second, func(p pageState) bool { return strings.Contains(p.Status, "full") })
+	m := regexp.MustCompile(`^The line is full, try again in (\d+) s\.$`).FindStringSubmatch(st.Status)
+	if m == nil || atoi(m[1]) < 9 || atoi(m[1]) > 11 || st.Kind != "warn" {
+		t.Fatalf("line full: status %q (%s), want a retry in 9 to 11 s (10 s ±10 %%)", st.Status, st.Kind)
+	}
+	if !st.Shown["enter"] || !st.EnterDisabled || st.Shown["figures"] {
+		t.Fatalf("line full: the Enter button should wait out the hint: %v", st)
+	}
+	t.Logf("line full: %q", st.Status)
+	tb.shot("queue-full")
+}
+
+// A 2 s pass that is not used expires; Enter again puts the buyer back in line.
+func browserExpired(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	s.queue(q, map[string]any{"admissionRatePerSec": 5, "tokenTtlSeconds": 2, "activationSpreadMs": 0})
+	s.product(q, "cap", "Cap", 10, 1500)
+	tb := openTab(t, browser, "expired", s.gateway.url+"/q/"+q)
+	tb.signIn("shopper-expired")
+	tb.click("enter")
+	st := tb.waitFor("the turn", 10*time.Second, func(p pageState) bool { return p.Shown["turn"] })
+	turnAt := time.Now()
+	if !regexp.MustCompile(`^◷ Your pass expires in [12] s\.$`).MatchString(st.Expiry) {
+		t.Fatalf("expiry countdown %q, want 1 or 2 s", st.Expiry)
+	}
+	tb.shot("turn")
+	st = tb.waitFor("the expired message", 10*time.Second, func(p pageState) bool {
+		return strings.HasPrefix(p.Status, "Your turn expired") && p.Shown["enter-again"]
+	})
+	if st.Shown["turn"] || st.Kind != "warn" {
+		t.Fatalf("expired: %v", st)
+	}
+	t.Logf("expired %s after the turn was shown: %q", time.Since(turnAt).Round(time.Millisecond), st.Status)
+	tb.shot("expired")
+
+	// Pause the line, so that the new place holds still to be read.
+	s.queue(q, map[string]any{"state": "PAUSED"})
+	tb.click("enter-again")
+	st = tb.waitFor("a new place in line", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "1" })
+	if st.Ahead != "0" || !strings.Contains(st.QueueState, "paused") || st.Shown["enter-again"] || st.Shown["turn"] {
+		t.Fatalf("back in line: %v", st)
+	}
+	tb.shot("back-in-line")
+}
+
+// The gateway tells the page a notification-service address nothing listens
+// on: the page follows the line by polling and gets the turn. The first order
+// meets a database outage (503): the page waits for the pass to come back
+// (the dispatcher restores it) and the second order goes through.
+func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	s.queue(q, map[string]any{"state": "PAUSED", "admissionRatePerSec": 2, "activationSpreadMs": 0})
+	s.product(q, "mug", "Mug", 3, 1250)
+	s.enter(q, "zed")
+	const buyer = "shopper-polling"
+	tb := openTab(t, browser, "polling", s.pollingGateway.url+"/q/"+q)
+	tb.signIn(buyer)
+	tb.click("enter")
+	st := tb.waitFor("place 2", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "2" })
+	if st.Ahead != "1" || !strings.Contains(st.QueueState, "paused") {
+		t.Fatalf("place 2: %v", st)
+	}
+	tb.shot("place-2")
+	var trail positionTrail
+	trail.add(st)
+	s.queue(q, map[string]any{"state": "OPEN"})
+	moved := time.Now()
+	ready := func(p pageState) bool { return p.Shown["order-form"] && len(p.Quantities) > 0 && !p.OrderDisabled }
+	st = tb.waitFor("the order form", 15*time.Second, func(p pageState) bool { trail.add(p); return ready(p) })
+	t.Logf("polling: places shown %v, order form %s after the line moved", trail, time.Since(moved).Round(time.Millisecond))
+	if want := "Mug — $12.50 — 3 left"; len(st.Products) != 1 || st.Products[0] != want || strings.Join(st.Quantities, ",") != "1,2,3" {
+		t.Fatalf("products %q quantities %v, want [%q] and 1..3", st.Products, st.Quantities, want)
+	}
+	tb.shot("order-form")
+
+	s.db.Cut()
+	cut := true
+	defer func() {
+		if cut {
+			s.db.Restore()
+		}
+	}()
+	tb.click("order")
+	// "...is being given back" until the pass is back, then "...was given back — try again".
+	st = tb.waitFor("the order-failed message", 15*time.Second, func(p pageState) bool { return strings.HasPrefix(p.Status, "Your order failed; your token") })
+	if st.Kind != "warn" || st.Shown["result"] {
+		t.Fatalf("order failed: %v", st)
+	}
+	t.Logf("database cut: %q", st.Status)
+	tb.shot("order-failed")
+	s.db.Restore()
+	cut = false
+	failedAt := time.Now()
+	st = tb.waitFor("the pass back", 20*time.Second, func(p pageState) bool {
+		return ready(p) && p.Status == "Your order failed; your token was given back — try again."
+	})
+	if st.Kind != "warn" || len(st.Products) != 1 || st.Products[0] != "Mug — $12.50 — 3 left" {
+		t.Fatalf("the pass back: %v", st)
+	}
+	t.Logf("the pass came back and the form was enabled %s after the database returned", time.Since(failedAt).Round(time.Millisecond))
+	tb.shot("token-given-back")
+	tb.click("order")
+	st = tb.waitFor("the order confirmation", 15*time.Second, func(p pageState) bool { return p.Shown["result"] && p.OrderID != "" })
+	if code, order := s.call(http.MethodGet, s.order.url+"/api/v1/orders/"+st.OrderID, buyer, "", nil); code != http.StatusOK || order["quantity"] != 1.0 {
+		t.Fatalf("GET order %s: %d %v", st.OrderID, code, order)
+	}
+	tb.shot("confirmed")
+}

@@ -1,0 +1,476 @@
+// The waiting-room page: take a place in line, follow it (the notification
+// stream, else polling the gateway), and order with the entry token (the
+// "pass") when the turn comes. Plain browser JavaScript, no build step.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const QUEUE_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
+const USER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
+const NETWORK_RETRY_MS = 2000; // after a failed request that gave no hint
+const STREAM_SILENCE_MS = 30000; // a stream this quiet may have missed an event: ask once
+const ORDER_NETWORK_RETRIES = 3;
+const ICONS = { info: 'ℹ', ok: '✓', wait: '◷', warn: '⚠', error: '✗' };
+const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' });
+
+// The page's state. phase: idle (not in line), waiting, admitted (holding a
+// pass), ordering (an order request is out), checking (asking the gateway
+// where we stand after a failed order or a lapsed pass), expired, done.
+const S = {
+  cfg: null, queue: '', jwt: '', phase: 'idle', firstPosition: 0, retryMs: 1000, skew: 0,
+  pass: null, products: [], retryNote: '', es: null, pollTimer: 0, silenceTimer: 0, clock: 0,
+};
+// Gateway requests are numbered: an older answer never overrides a newer one.
+let asked = 0, answered = 0;
+
+// ---- helpers ----
+
+// show shows or hides the elements of a space-separated list of ids.
+function show(ids, on) { for (const id of ids.split(' ')) $(id).hidden = !on; }
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const parse = (s) => { try { return JSON.parse(s); } catch { return {}; } };
+const seconds = (ms) => Math.max(1, Math.ceil(ms / 1000));
+const gw = (what) => `/api/v1/queues/${encodeURIComponent(S.queue)}/${what}`;
+const bearer = () => ({ Authorization: `Bearer ${S.jwt}` });
+
+// say writes the live region; the same text is not announced twice.
+function say(kind, text) {
+  if ($('status-text').textContent === text && $('status').dataset.kind === kind) return;
+  $('status').dataset.kind = kind;
+  $('status-icon').textContent = ICONS[kind];
+  $('status-text').textContent = text;
+}
+
+function randomHex(bytes) {
+  return Array.from(crypto.getRandomValues(new Uint8Array(bytes)), (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+// api returns {status, body, retryMs, date} and throws only when the network
+// failed. Errors are problem+json bodies: callers switch on body.type.
+async function api(url, opts = {}) {
+  const res = await fetch(url, { cache: 'no-store', ...opts });
+  const body = /json/.test(res.headers.get('Content-Type') || '') ? await res.json().catch(() => ({})) : {};
+  const header = Number(res.headers.get('Retry-After'));
+  const date = Date.parse(res.headers.get('Date') || '');
+  return { status: res.status, body, retryMs: body.retryAfterMs || (header > 0 ? header * 1000 : 0), date };
+}
+
+// The gateway's clock sets the pass's times; a browser clock more than 2 s
+// off (the Date header has 1 s steps) is corrected by the difference.
+function noteClock(r) {
+  const d = r.date - Date.now();
+  if (!Number.isNaN(d)) S.skew = Math.abs(d) > 2000 ? d : 0;
+}
+const now = () => Date.now() + S.skew;
+
+function humanWait(s) {
+  if (s <= 0) return 'any moment now';
+  if (s < 60) return `about ${s} s`;
+  const m = Math.round(s / 60);
+  return m < 60 ? `about ${m} min` : `about ${Math.floor(m / 60)} h ${m % 60} min`;
+}
+const duration = (s) => (s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`);
+
+// ---- identity ----
+
+// A shop that signs its users in hands the page their JWT in the fragment
+// (#token=...), which no server sees; it is kept and cleared from the address.
+function takeFragmentToken() {
+  const m = location.hash.match(/[#&]token=([^&]+)/);
+  if (!m) return;
+  localStorage.token = decodeURIComponent(m[1]);
+  history.replaceState(null, '', location.pathname + location.search);
+}
+
+function askIdentity() {
+  show('identity', true);
+  show('line', false);
+  if (!S.cfg.devMode) {
+    show('signin-required', true);
+    return say('warn', 'Sign in required: open this page from the shop.');
+  }
+  show('dev-login', true);
+  if (!$('name').value) $('name').value = `guest-${randomHex(2)}`;
+  say('info', 'Choose a name to wait under.');
+}
+
+async function mintToken(e) {
+  e.preventDefault();
+  const userId = $('name').value.trim();
+  if (!USER_ID.test(userId)) return say('error', 'A name may only use letters, digits and _ . : @ -');
+  let r;
+  try {
+    r = await api('/api/v1/dev/token', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId }),
+    });
+  } catch { return say('error', 'Could not reach the waiting room. Try again.'); }
+  if (r.status !== 200) return say('error', `Could not sign you in (${r.body.type || r.status}).`);
+  localStorage.token = r.body.token;
+  signedIn();
+}
+
+function signedIn() {
+  S.jwt = localStorage.token;
+  show('identity', false);
+  show('line', true);
+  poll(); // a reload resumes: the user may be in line already, or hold a pass
+}
+
+// A refused JWT (expired, signed with another key) is forgotten.
+function signedOut() {
+  stopAll();
+  delete localStorage.token;
+  Object.assign(S, { jwt: '', phase: 'idle' });
+  askIdentity();
+  say('warn', 'Your sign-in is no longer valid: sign in again.');
+}
+
+// ---- the line ----
+
+async function enter() {
+  stopAll();
+  Object.assign(S, { phase: 'idle', firstPosition: 0, pass: null });
+  sessionStorage.removeItem(`first:${S.queue}`);
+  show('enter enter-again turn figures', false);
+  show('line', true);
+  say('wait', 'Taking your place in line…');
+  const my = ++asked;
+  let r;
+  try { r = await api(gw('enter'), { method: 'POST', headers: bearer() }); } catch {
+    return retryEnter(NETWORK_RETRY_MS, 'Could not reach the waiting room');
+  }
+  answered = Math.max(answered, my);
+  noteClock(r);
+  if (r.status === 200) return onStanding(r.body, true);
+  switch (r.body.type) {
+    case 'queue-full':
+      say('warn', `The line is full, try again in ${seconds(r.retryMs)} s.`);
+      return offerEnter(r.retryMs); // the button comes back when the hint has passed
+    case 'rate-limited':
+    case 'backend-unavailable': return retryEnter(r.retryMs || NETWORK_RETRY_MS, 'The waiting room is busy');
+    case 'unauthorized': return signedOut();
+    case 'queue-not-found': return say('error', 'There is no sale under this name.');
+    case 'queue-closed': return say('error', 'This sale is closed: the line takes no new entries.');
+    default:
+      say('error', `Could not enter the line (${r.body.type || r.status}). Try again.`);
+      return offerEnter(0);
+  }
+}
+
+function retryEnter(ms, why) {
+  say('wait', `${why}; trying again in ${seconds(ms)} s.`);
+  S.pollTimer = setTimeout(enter, ms);
+}
+
+function offerEnter(afterMs) {
+  show('enter', true);
+  $('enter').disabled = afterMs > 0;
+  if (afterMs > 0) S.pollTimer = setTimeout(() => { $('enter').disabled = false; }, afterMs);
+}
+
+// onStanding applies a standing from the gateway (enter, position) or from the
+// stream, which never carries the token secret.
+function onStanding(s, fromGateway) {
+  if (S.phase === 'done' || S.phase === 'ordering') return;
+  if (s.retryAfterMs > 0) S.retryMs = s.retryAfterMs;
+  switch (s.state) {
+    case 'WAITING': return waiting(s);
+    case 'ADMITTED':
+      if (s.token) return admitted(s);
+      if (s.orderInProgress) { // an order holds the pass: its outcome decides
+        if (S.phase !== 'checking') say('wait', 'An order with your pass is being processed…');
+        S.phase = 'checking';
+        return keepPolling(S.retryMs);
+      }
+      return fromGateway ? undefined : poll(); // fetch the secret from the gateway
+    case 'EXPIRED': return expired();
+    case 'ORDERED': return done('ok', 'You already ordered. Thank you!');
+    case 'NOT_IN_QUEUE': return notInLine();
+  }
+}
+
+function waiting(s) {
+  if (S.phase !== 'idle' && S.phase !== 'waiting') return; // a late answer from before the turn
+  const key = `first:${S.queue}`; // the progress bar's 0 %, kept across reloads
+  S.firstPosition = Math.max(S.firstPosition, Number(sessionStorage.getItem(key)) || 0, s.position);
+  sessionStorage.setItem(key, S.firstPosition);
+  show('enter enter-again', false);
+  show('figures', true);
+  $('position').textContent = s.position;
+  $('ahead').textContent = s.ahead;
+  $('eta').textContent = humanWait(s.etaSeconds);
+  const paused = s.queueState === 'PAUSED';
+  $('queue-state').textContent = paused ? '❚❚ paused' : '▶ moving';
+  setProgress(1 - s.position / S.firstPosition);
+  if (paused) say('warn', `Paused: the line is not moving right now. You are number ${s.position} in line.`);
+  else say('wait', `You are number ${s.position} in line. Keep this page open: it updates by itself.`);
+  if (S.phase === 'idle') {
+    S.phase = 'waiting';
+    follow();
+  }
+}
+
+function setProgress(f) {
+  const pct = Math.round(Math.min(1, Math.max(0, f)) * 100);
+  $('progress').value = pct;
+  $('progress').textContent = `${pct} %`;
+  $('progress-text').textContent = `${pct} %`;
+}
+
+function notInLine() {
+  const was = S.phase;
+  stopAll();
+  S.phase = 'idle';
+  show('line', true);
+  show('figures turn enter-again', false);
+  offerEnter(0);
+  say('info', was === 'idle' ? 'You are not in line yet.' : 'You are no longer in line. Enter again to take a place.');
+}
+
+// ---- following the line: the stream, else polling ----
+
+function follow() {
+  openStream();
+  poll(); // once right away: the turn may have come before the stream opened
+}
+
+function openStream() {
+  closeStream();
+  if (!window.EventSource || !S.cfg.notificationServiceUrl) return;
+  // EventSource cannot send headers: the JWT goes in the query.
+  const es = new EventSource(`${S.cfg.notificationServiceUrl}${gw('events')}?access_token=${encodeURIComponent(S.jwt)}`);
+  S.es = es;
+  // A (re)connected stream takes over from polling; one poll catches up on
+  // whatever happened while it was away.
+  es.addEventListener('open', () => { heard(); poll(); });
+  es.addEventListener('position', (e) => { heard(); onStanding(parse(e.data), false); });
+  es.addEventListener('admitted', () => { heard(); poll(); }); // no secret in it: ask the gateway
+  // Refused or unreachable: poll at the gateway's pace meanwhile. The browser
+  // reconnects by itself (the server's retry: hint) unless it was refused.
+  es.addEventListener('error', () => { if (!S.pollTimer) keepPolling(S.retryMs); });
+}
+
+function closeStream() {
+  if (S.es) S.es.close();
+  S.es = null;
+  clearTimeout(S.silenceTimer);
+}
+const streamLive = () => S.es !== null && S.es.readyState === EventSource.OPEN;
+
+// heard re-arms the silence watchdog: a quiet stream gets one poll.
+function heard() {
+  clearTimeout(S.silenceTimer);
+  S.silenceTimer = setTimeout(() => { heard(); poll(); }, STREAM_SILENCE_MS);
+}
+
+async function poll() {
+  clearTimeout(S.pollTimer);
+  S.pollTimer = 0;
+  const my = ++asked;
+  let r;
+  try { r = await api(gw('position'), { headers: bearer() }); } catch { return keepPolling(NETWORK_RETRY_MS); }
+  if (my < answered) return;
+  answered = my;
+  noteClock(r);
+  if (r.status === 200) {
+    onStanding(r.body, true);
+    return keepPolling(r.body.retryAfterMs);
+  }
+  if (r.status === 401) return signedOut();
+  if (r.body.type === 'queue-not-found') { stopAll(); return say('error', 'There is no sale under this name.'); }
+  say('warn', 'The waiting room is not answering; your place is kept. Still trying…');
+  keepPolling(r.retryMs || NETWORK_RETRY_MS);
+}
+
+// keepPolling schedules the next poll while the page needs news and no live
+// stream brings it. ms is the gateway's retryAfterMs: already jittered, used as is.
+function keepPolling(ms) {
+  if ((S.phase !== 'waiting' && S.phase !== 'checking') || streamLive()) return;
+  clearTimeout(S.pollTimer);
+  S.pollTimer = setTimeout(poll, ms || NETWORK_RETRY_MS);
+}
+
+function stopAll() {
+  closeStream();
+  clearTimeout(S.pollTimer);
+  S.pollTimer = 0;
+  clearInterval(S.clock);
+}
+
+// ---- the turn ----
+
+function admitted(s) {
+  const first = S.phase === 'idle' || S.phase === 'waiting';
+  const note = first ? ['ok', 'It is your turn! Order before your pass expires.'] : S.retryNote ? ['warn', S.retryNote] : null;
+  stopAll();
+  Object.assign(S, { phase: 'admitted', retryNote: '' });
+  S.pass = { token: s.token, activateAt: Date.parse(s.activateAt), expiresAt: Date.parse(s.expiresAt) };
+  setProgress(1);
+  show('line result', false);
+  show('turn', true);
+  if (note) { // the turn, or the pass back after a failed order (the stock has moved since)
+    say(...note);
+    loadProducts();
+  }
+  S.clock = setInterval(tick, 250);
+  tick();
+}
+
+// tick drives both countdowns from the gateway's times.
+function tick() {
+  const p = S.pass;
+  if (!p) return;
+  const t = now();
+  const toStart = Math.ceil((p.activateAt - t) / 1000);
+  const toEnd = Math.ceil((p.expiresAt - t) / 1000);
+  show('countdown', toStart > 0);
+  show('order-form', toStart <= 0);
+  if (toStart > 0) $('countdown').textContent = `Your turn starts in ${toStart} s`;
+  $('expiry').textContent = toEnd > 0 ? `◷ Your pass expires in ${duration(toEnd)}.` : '◷ Your pass has expired.';
+  if (toEnd <= 0 && S.phase === 'admitted') {
+    // Our clock says the pass lapsed; the gateway has the last word.
+    clearInterval(S.clock);
+    S.phase = 'checking';
+    keepPolling(300);
+  }
+}
+
+// formNote says what keeps the form empty, next to it: the status line
+// keeps the news about the pass.
+function formNote(text) {
+  $('form-note').textContent = text ? `⚠ ${text}` : '';
+  show('form-note', text !== '');
+}
+
+async function loadProducts() {
+  for (;;) {
+    let r = { status: 0, body: {} };
+    try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/products?queueId=${encodeURIComponent(S.queue)}`); } catch { /* retried */ }
+    if (!S.pass) return;
+    if (r.status === 200) { S.products = r.body.products || []; break; }
+    formNote('Could not load the products; trying again…');
+    await sleep(NETWORK_RETRY_MS);
+  }
+  formNote(S.products.length ? '' : 'Nothing is on sale in this queue right now.');
+  const sel = $('product');
+  const keep = sel.value;
+  sel.replaceChildren(...S.products.map((p) => {
+    const o = new Option(`${p.name} — ${money.format(p.priceCents / 100)} — ${p.stock > 0 ? `${p.stock} left` : 'sold out'}`, p.productId);
+    o.disabled = p.stock <= 0;
+    return o;
+  }));
+  const still = S.products.findIndex((p) => p.productId === keep && p.stock > 0);
+  sel.selectedIndex = still >= 0 ? still : Math.max(0, S.products.findIndex((p) => p.stock > 0));
+  fillQuantity();
+}
+
+// fillQuantity offers 1..min(stock, 10) of the chosen product.
+function fillQuantity() {
+  const p = S.products.find((x) => x.productId === $('product').value);
+  const max = p ? Math.min(p.stock, 10) : 0;
+  const sel = $('quantity');
+  const keep = Number(sel.value) || 1;
+  sel.replaceChildren(...Array.from({ length: max }, (_, i) => new Option(String(i + 1), String(i + 1))));
+  sel.value = String(Math.min(keep, max));
+  $('order').disabled = max === 0 || S.phase !== 'admitted';
+}
+
+// ---- ordering ----
+
+async function placeOrder(e) {
+  e.preventDefault();
+  if (S.phase !== 'admitted') return;
+  S.phase = 'ordering';
+  $('order').disabled = true;
+  say('wait', 'Placing your order…');
+  // One key per click: every retry of this click reuses it, so it orders at most once.
+  const key = randomHex(16);
+  const body = JSON.stringify({ queueId: S.queue, productId: $('product').value, quantity: Number($('quantity').value) });
+  const headers = { ...bearer(), 'X-Entry-Token': S.pass.token, 'Idempotency-Key': key, 'Content-Type': 'application/json' };
+  for (let failures = 0; ;) {
+    let r;
+    try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/orders`, { method: 'POST', body, headers }); } catch {
+      if (++failures > ORDER_NETWORK_RETRIES) return orderAgain('Could not reach the shop. Your pass is kept: try again.');
+      await sleep(1000);
+      continue;
+    }
+    // Too early (425), too busy (429) or still running: the same request, later.
+    if (r.status !== 425 && r.status !== 429 && r.body.type !== 'idempotency-in-progress') return orderAnswered(r);
+    say('wait', r.status === 425 ? `Your turn starts in ${seconds(r.retryMs)} s; ordering then…`
+      : `The shop is busy; trying again in ${seconds(r.retryMs)} s…`);
+    await sleep(r.retryMs || 1000);
+  }
+}
+
+function orderAnswered(r) {
+  if (r.status === 201) {
+    $('order-id').textContent = r.body.orderId;
+    show('result', true);
+    return done('ok', `Order confirmed. Your order number is ${r.body.orderId}.`);
+  }
+  switch (r.body.type) {
+    case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
+    case 'token-already-used': return done('ok', 'You already ordered with this pass.');
+    case 'backend-unavailable':
+    case 'product-not-found': // the pass comes back (the dispatcher restores it): wait for it
+      return check('Your order failed; your token is being given back…', 'Your order failed; your token was given back — try again.');
+    case 'invalid-entry-token':
+      return check('Your pass was not accepted; checking where you stand…', 'Your pass is valid again: try again.');
+    case 'unauthorized': return signedOut();
+    default: return orderAgain(`Your order failed (${r.body.detail || r.body.type || r.status}). Try again.`);
+  }
+}
+
+// check asks the gateway until it says where we stand; note is said if the pass is back.
+function check(text, note) {
+  Object.assign(S, { phase: 'checking', retryNote: note });
+  say('warn', text);
+  poll();
+}
+
+// orderAgain re-enables the form after a failure that left the pass untouched.
+function orderAgain(text) {
+  S.phase = 'admitted';
+  fillQuantity();
+  say('error', text);
+}
+
+function done(kind, text) {
+  stopAll();
+  Object.assign(S, { phase: 'done', pass: null });
+  show('line turn', false);
+  say(kind, text);
+}
+
+function expired() {
+  stopAll();
+  Object.assign(S, { phase: 'expired', pass: null });
+  show('turn figures enter', false);
+  show('line enter-again', true);
+  say('warn', 'Your turn expired: the pass was not used in time. Enter again to take a new place in line.');
+}
+
+// ---- start ----
+
+async function main() {
+  for (;;) { // nothing works without the settings: keep asking
+    try {
+      const r = await api('/config.json');
+      if (r.status === 200) { S.cfg = r.body; break; }
+    } catch { /* retried */ }
+    say('warn', 'Could not load the page settings; trying again…');
+    await sleep(NETWORK_RETRY_MS);
+  }
+  const m = location.pathname.match(/^\/q\/([^/]+)\/?$/);
+  S.queue = m ? decodeURIComponent(m[1]) : new URLSearchParams(location.search).get('queue') || S.cfg.defaultQueue;
+  $('queue-name').textContent = S.queue;
+  if (!QUEUE_ID.test(S.queue)) return say('error', 'This address names no sale.');
+  $('dev-login').addEventListener('submit', mintToken);
+  $('enter').addEventListener('click', enter);
+  $('enter-again').addEventListener('click', enter);
+  $('product').addEventListener('change', fillQuantity);
+  $('order-form').addEventListener('submit', placeOrder);
+  takeFragmentToken();
+  if (localStorage.token) signedIn(); else askIdentity();
+}
+
+main();

@@ -1,0 +1,119 @@
+package web
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("the defaults are refused: %v", err)
+	}
+	good := Config{OrderServiceURL: "https://shop.example/orders/", NotificationServiceURL: "http://127.0.0.1:18082", DefaultQueue: "spring-sale"}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("%+v refused: %v", good, err)
+	}
+	bad := map[string]struct {
+		cfg  Config
+		want string
+	}{
+		"relative order url":        {Config{OrderServiceURL: "/orders"}, "ORDER_SERVICE_PUBLIC_URL"},
+		"ftp notification url":      {Config{NotificationServiceURL: "ftp://n.example"}, "NOTIFICATION_SERVICE_PUBLIC_URL"},
+		"url with a query":          {Config{OrderServiceURL: "http://o.example/?a=b"}, "ORDER_SERVICE_PUBLIC_URL"},
+		"url with credentials":      {Config{NotificationServiceURL: "http://u:p@n.example"}, "NOTIFICATION_SERVICE_PUBLIC_URL"},
+		"url that breaks the CSP":   {Config{OrderServiceURL: "http://o.example;script-src"}, "ORDER_SERVICE_PUBLIC_URL"},
+		"upper-case default queue":  {Config{DefaultQueue: "Demo"}, "DEFAULT_QUEUE"},
+		"default queue with spaces": {Config{DefaultQueue: "a b"}, "DEFAULT_QUEUE"},
+	}
+	for name, tt := range bad {
+		t.Run(name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate(%+v) = %v, want an error naming %s", tt.cfg, err, tt.want)
+			}
+			if _, err := New(tt.cfg); err == nil {
+				t.Fatal("New accepted it")
+			}
+		})
+	}
+}
+
+func get(t *testing.T, h http.HandlerFunc, target string, hdr ...string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	rec := httptest.NewRecorder()
+	h(rec, req)
+	return rec
+}
+
+func TestPageDefaultsAndSecurityHeaders(t *testing.T) {
+	h, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := get(t, h.Config, "/config.json")
+	if got, want := rec.Body.String(), `{"orderServiceUrl":"http://localhost:8081","notificationServiceUrl":"http://localhost:8082","defaultQueue":"demo","devMode":false}`; got != want {
+		t.Fatalf("config.json = %s, want %s", got, want)
+	}
+	rec = get(t, h.Page, "/")
+	want := map[string]string{
+		"Content-Type":           "text/html; charset=utf-8",
+		"Cache-Control":          "no-store",
+		"X-Content-Type-Options": "nosniff",
+		"Referrer-Policy":        "no-referrer",
+		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+			"connect-src 'self' http://localhost:8081 http://localhost:8082; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+	}
+	for k, v := range want {
+		if got := rec.Header().Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	// The CSP allows no inline code: the page must have none.
+	body := rec.Body.String()
+	if regexp.MustCompile(`<script>|<style|\sstyle=|\son[a-z]+=`).MatchString(body) {
+		t.Fatal("the page has inline script or style, which its CSP blocks")
+	}
+}
+
+func TestStaticAssetsAreVersionedAndCached(t *testing.T) {
+	h, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index := get(t, h.Page, "/").Body.String()
+	for _, name := range []string{"app.js", "app.css"} {
+		a := h.assets[name]
+		url := "/static/" + name + "?v=" + a.hash
+		if !strings.Contains(index, `"`+url+`"`) {
+			t.Fatalf("the page does not reference %s", url)
+		}
+		rec := get(t, h.Static, url)
+		if rec.Code != http.StatusOK || rec.Header().Get("Cache-Control") != immutableCache || rec.Header().Get("ETag") != a.etag ||
+			rec.Header().Get("X-Content-Type-Options") != "nosniff" || rec.Body.Len() != len(a.body) {
+			t.Fatalf("%s: %d %v", url, rec.Code, rec.Header())
+		}
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, map[string]string{"app.js": "text/javascript", "app.css": "text/css"}[name]) {
+			t.Fatalf("%s: content type %q", name, ct)
+		}
+		// An unversioned or stale URL may be cached only briefly.
+		if rec := get(t, h.Static, "/static/"+name+"?v=old"); rec.Header().Get("Cache-Control") != briefCache {
+			t.Fatalf("stale version cached as %q", rec.Header().Get("Cache-Control"))
+		}
+		if rec := get(t, h.Static, url, "If-None-Match", a.etag); rec.Code != http.StatusNotModified {
+			t.Fatalf("revalidation: %d, want 304", rec.Code)
+		}
+	}
+	if rec := get(t, h.Static, "/static/index.html"); rec.Code != http.StatusNotFound {
+		t.Fatalf("index.html under /static/: %d, want 404", rec.Code)
+	}
+	if rec := get(t, h.Static, "/static/../web.go"); rec.Code != http.StatusNotFound {
+		t.Fatalf("path escape: %d, want 404", rec.Code)
+	}
+}
