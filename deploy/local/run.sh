@@ -70,7 +70,7 @@ done
 admin=$(curl -fsS -X POST "$GATEWAY/api/v1/dev/token" -H 'Content-Type: application/json' \
   -d '{"userId":"demo-admin","role":"admin"}' | jq -r .token)
 curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$DEMO_QUEUE" -H "Authorization: Bearer $admin" \
-  -H 'Content-Type: application/json' -d '{"state":"OPEN","admissionRatePerSec":5}' >/dev/null
+  -H 'Content-Type: application/json' -d '{"state":"OPEN","admissionRatePerSec":2}' >/dev/null
 if [[ -x bin/order-service ]]; then
   for _ in $(seq 1 100); do
     curl -fsS "$ORDERS/readyz" >/dev/null 2>&1 && break
@@ -83,6 +83,7 @@ fi
 cat <<MSG
 
   waiting room is up: ${services[*]}
+  the page:    http://localhost:8080/
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
   dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'
   enter:       curl -X POST -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/enter
