@@ -4,7 +4,6 @@ GO    ?= go
 SERVICES := queue-gateway admission-dispatcher order-service notification-service
 BIN := bin
 
-export REDIS_URL ?= redis://127.0.0.1:6379/0
 
 .PHONY: help build test vet fmt fuzz bench proto run clean services-up
 

@@ -42,6 +42,9 @@ type Log struct {
 	Level string `env:"LOG_LEVEL" envDefault:"info"`
 }
 
+// LogLevel is the configured LOG_LEVEL.
+func (l Log) LogLevel() string { return l.Level }
+
 // Load fills cfg (a pointer to a struct) from the environment and runs its
 // Validate method when it has one.
 func Load(cfg any) error {

@@ -16,10 +16,16 @@ const startRedis = `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --
 
 var redisContainer container
 
+// DefaultTestRedisURL is where tests look for Redis unless REDIS_URL says
+// otherwise: database 15 of the local server, so a `make run` stack on
+// database 0 (whose dispatcher serves every queue it finds) never picks up a
+// test's queues, and tests never see the demo's.
+const DefaultTestRedisURL = "redis://127.0.0.1:6379/15"
+
 // RedisURL returns the URL of a Redis that answers, or fails the test.
 func RedisURL(t testing.TB) string {
 	t.Helper()
-	url := getenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+	url := getenv("REDIS_URL", DefaultTestRedisURL)
 	err := pingRedis(url)
 	if err == nil {
 		return url

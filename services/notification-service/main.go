@@ -3,21 +3,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/wire"
 )
 
-func main() {
-	ctx, done := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := wire.Run(ctx)
-	done()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "notification-service:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("notification-service", wire.Run) }

@@ -4,21 +4,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/wire"
 )
 
-func main() {
-	ctx, done := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := wire.Run(ctx)
-	done()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "order-service:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("order-service", wire.Run) }

@@ -3,21 +3,8 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/gateway"
 )
 
-func main() {
-	ctx, done := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := gateway.Run(ctx)
-	done()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "queue-gateway:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("queue-gateway", gateway.Run) }

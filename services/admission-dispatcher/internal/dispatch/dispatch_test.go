@@ -10,6 +10,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
 )
 
@@ -33,7 +34,7 @@ func TestThreeReplicasAdmitAtTheRateInEntryOrder(t *testing.T) {
 	c.fill(q, 5000)
 	c.start(3)
 
-	waitFor(t, 20*time.Second, "6 s of admissions", func() bool {
+	testenv.WaitFor(t, 20*time.Second, "6 s of admissions", func() bool {
 		ev := c.pub.of(queue.EventTokenIssued)
 		return len(ev) > 0 && ev[len(ev)-1].OccurredAt.Sub(ev[0].OccurredAt) >= 6*time.Second
 	})
@@ -133,7 +134,7 @@ func TestLeaderCrashFailoverWithinLeasePlusTickAndNoDoubleTokens(t *testing.T) {
 	var gaps []time.Duration
 	for crash := range 2 {
 		l := c.leader(q)
-		waitFor(t, 10*time.Second, "admissions before the crash", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > 50*(crash+1) })
+		testenv.WaitFor(t, 10*time.Second, "admissions before the crash", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > 50*(crash+1) })
 		before := len(c.pub.of(queue.EventTokenIssued))
 		crashAt, err := c.rdb.Time(context.Background()).Result()
 		if err != nil {
@@ -141,7 +142,7 @@ func TestLeaderCrashFailoverWithinLeasePlusTickAndNoDoubleTokens(t *testing.T) {
 		}
 		l.store.crashed.Store(true) // dies without releasing its lease
 		l.stop()
-		waitFor(t, 10*time.Second, "a new leader issuing", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > before+20 })
+		testenv.WaitFor(t, 10*time.Second, "a new leader issuing", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > before+20 })
 		// The gap: from the dead leader's last issuing tick to the next one.
 		times, _ := ticks(c.pub.of(queue.EventTokenIssued))
 		var last, next time.Time
@@ -163,7 +164,7 @@ func TestLeaderCrashFailoverWithinLeasePlusTickAndNoDoubleTokens(t *testing.T) {
 	// Nothing lost, nothing twice: every issued token is published once the
 	// survivors claimed the dead leaders' unacknowledged events.
 	_, stats, _ := c.store.Config(context.Background(), q)
-	waitFor(t, 15*time.Second, "every issued token published", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "every issued token published", func() bool {
 		return int64(len(uniqueUsers(c.pub.of(queue.EventTokenIssued)))) == stats.IssuedTotal
 	})
 	perUser := map[string]map[string]bool{}
@@ -196,13 +197,13 @@ func TestGracefulStopReleasesTheLeaseAndAStandbyIssuesWithinATick(t *testing.T) 
 	c.fill(q, 2000)
 	c.start(2)
 	l := c.leader(q)
-	waitFor(t, 10*time.Second, "admissions", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > 30 })
+	testenv.WaitFor(t, 10*time.Second, "admissions", func() bool { return len(c.pub.of(queue.EventTokenIssued)) > 30 })
 	l.stop() // SIGTERM: releases the lease
 	released, err := c.rdb.Time(context.Background()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the standby issuing", func() bool {
+	testenv.WaitFor(t, 5*time.Second, "the standby issuing", func() bool {
 		ev := c.pub.of(queue.EventTokenIssued)
 		return ev[len(ev)-1].OccurredAt.After(released)
 	})
@@ -234,7 +235,7 @@ func TestPausedQueueIssuesNothingThenResumesAtTheRate(t *testing.T) {
 	}
 	ctx := context.Background()
 	c.store.UpdateConfig(ctx, q, func(cfg queue.Config, _ bool) (queue.Config, error) { cfg.State = queue.Open; return cfg, nil })
-	waitFor(t, 10*time.Second, "2 s of admissions", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "2 s of admissions", func() bool {
 		ev := c.pub.of(queue.EventTokenIssued)
 		return len(ev) > 0 && ev[len(ev)-1].OccurredAt.Sub(ev[0].OccurredAt) >= 2*time.Second
 	})

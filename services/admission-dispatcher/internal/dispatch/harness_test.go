@@ -191,18 +191,6 @@ func (c *cluster) fill(q string, n int) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // ticks groups TokenIssued events by the tick (Redis time) that issued them.
 func ticks(events []queue.Event) (times []time.Time, counts map[time.Time]int) {
 	counts = map[time.Time]int{}

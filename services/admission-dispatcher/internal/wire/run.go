@@ -5,33 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
-	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
-	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
 )
 
 // Run loads the configuration from the environment and runs until ctx ends.
 func Run(ctx context.Context) error {
-	var cfg Config
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	log, err := logging.New(os.Stdout, "admission-dispatcher", cfg.Level)
-	if err != nil {
-		return err
-	}
-	redisstore.SetLogger(log)
-	return Serve(ctx, cfg, log)
+	return service.Run(ctx, "admission-dispatcher", Serve)
 }
 
 // Serve wires the dispatcher and runs it until ctx ends. On the way out it

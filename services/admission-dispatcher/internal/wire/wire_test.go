@@ -145,17 +145,6 @@ func (s *stack) fill(n int) {
 
 func userName(i int) string { return fmt.Sprintf("u%06d", i) }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestPublishedTokenIssuedDecodesAndCarriesCloudEventsHeaders(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, false, func(c *queue.Config) { c.AdmissionRatePerSec = 100 })
@@ -163,7 +152,7 @@ func TestPublishedTokenIssuedDecodesAndCarriesCloudEventsHeaders(t *testing.T) {
 	s.fill(20)
 	s.run()
 	typ := events.TypeName(&waitingroomv1.TokenIssued{})
-	waitFor(t, 15*time.Second, "20 TokenIssued", func() bool { return len(s.deliveries(typ)) >= 20 })
+	testenv.WaitFor(t, 15*time.Second, "20 TokenIssued", func() bool { return len(s.deliveries(typ)) >= 20 })
 
 	for _, d := range s.deliveries(typ) {
 		var ev waitingroomv1.TokenIssued
@@ -204,12 +193,12 @@ func TestBrokerOutageLosesNoTokenIssued(t *testing.T) {
 	s.fill(users)
 	s.run()
 	typ := events.TypeName(&waitingroomv1.TokenIssued{})
-	waitFor(t, 15*time.Second, "admissions before the cut", func() bool { return len(s.deliveries(typ)) >= 100 })
+	testenv.WaitFor(t, 15*time.Second, "admissions before the cut", func() bool { return len(s.deliveries(typ)) >= 100 })
 	s.proxy.Cut()
 	time.Sleep(2 * time.Second) // admissions go on into the outbox meanwhile
 	s.proxy.Restore()
 	cutAt := time.Now()
-	waitFor(t, 60*time.Second, "every admission published", func() bool {
+	testenv.WaitFor(t, 60*time.Second, "every admission published", func() bool {
 		_, st, err := s.store.Config(context.Background(), s.q)
 		return err == nil && st.IssuedTotal == users && len(unique(s.deliveries(typ))) == users
 	})
@@ -250,7 +239,7 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 		}
 		consumed[u] = c
 	}
-	waitFor(t, 10*time.Second, "the order-failed queue", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the order-failed queue", func() bool {
 		return s.conn.Publisher().Publish(ctx, orderFailed(s.q, "warmup", "tid-x", "order-x", true)) == nil
 	})
 	for range 5 {
@@ -262,11 +251,11 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	restoredType := events.TypeName(&waitingroomv1.TokenRestored{})
-	waitFor(t, 15*time.Second, "the restore", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the restore", func() bool {
 		st, err := s.store.Position(ctx, s.q, "restorable")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && len(s.deliveries(restoredType)) >= 1
 	})
-	waitFor(t, 10*time.Second, "the sold-out slot freed", func() bool {
+	testenv.WaitFor(t, 10*time.Second, "the sold-out slot freed", func() bool {
 		return rdb.ZScore(ctx, k.Active(), "sold-out").Err() != nil
 	})
 	time.Sleep(500 * time.Millisecond) // let any duplicate restore surface

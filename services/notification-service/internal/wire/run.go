@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -12,10 +11,9 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
-	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
-	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/api"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
@@ -23,16 +21,9 @@ import (
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	var cfg Config
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	log, err := logging.New(os.Stdout, "notification-service", cfg.Level)
-	if err != nil {
-		return err
-	}
-	redisstore.SetLogger(log)
-	return Serve(ctx, cfg, log, nil)
+	return service.Run(ctx, "notification-service", func(ctx context.Context, cfg Config, log *slog.Logger) error {
+		return Serve(ctx, cfg, log, nil)
+	})
 }
 
 // Serve wires the service and serves until ctx ends; ready, if set, gets

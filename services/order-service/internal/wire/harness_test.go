@@ -311,17 +311,6 @@ func (s *stack) stock(product string) int {
 	return -1
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // commitDirectly commits an order the way a handler would have right before
 // its process died, without settling the token.
 func (s *stack) commitDirectly(orderID, user, tokenID string) error {

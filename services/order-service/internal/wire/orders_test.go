@@ -15,6 +15,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
 func TestFiftyConcurrentOrdersWithOneTokenCreateExactlyOne(t *testing.T) {
@@ -47,7 +48,7 @@ func TestFiftyConcurrentOrdersWithOneTokenCreateExactlyOne(t *testing.T) {
 	if st := s.stock("p1"); st != 99 {
 		t.Fatalf("stock %d, want 99", st)
 	}
-	waitFor(t, 10*time.Second, "the OrderCreated event", func() bool { return len(s.received(&waitingroomv1.OrderCreated{})) == 1 })
+	testenv.WaitFor(t, 10*time.Second, "the OrderCreated event", func() bool { return len(s.received(&waitingroomv1.OrderCreated{})) == 1 })
 	if st, _ := s.store.Position(context.Background(), s.q, "buyer"); st.State != queue.Ordered {
 		t.Fatalf("position after the order: %s, want ORDERED", st.State)
 	}
@@ -87,7 +88,7 @@ func TestStockTenHundredBuyersExactlyTenOrders(t *testing.T) {
 		t.Fatalf("stock %d, want 0", st)
 	}
 	// The sold-out buyers' slots are freed (not restorable), through OrderFailed.
-	waitFor(t, 15*time.Second, "10 OrderCreated and 90 OrderFailed", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "10 OrderCreated and 90 OrderFailed", func() bool {
 		return len(s.received(&waitingroomv1.OrderCreated{})) == 10 && len(s.received(&waitingroomv1.OrderFailed{})) == 90
 	})
 	for _, d := range s.received(&waitingroomv1.OrderFailed{}) {
@@ -148,7 +149,7 @@ func TestDatabaseDownFailsRestorablyAndTheTokenComesBack(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.problemType() != "backend-unavailable" || r.header.Get("Retry-After") == "" {
 		t.Fatalf("order with the database cut: %d %s", r.status, r.body)
 	}
-	waitFor(t, 15*time.Second, "OrderFailed and the token restored", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "OrderFailed and the token restored", func() bool {
 		st, err := s.store.Position(ctx, s.q, "carol")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && !st.Ordering
 	})
@@ -162,7 +163,7 @@ func TestDatabaseDownFailsRestorablyAndTheTokenComesBack(t *testing.T) {
 		t.Fatalf("restored token %+v, want the same token with its original expiry %v", after.Token, before.Token.ExpiresAt)
 	}
 	s.pgProxy.Restore()
-	waitFor(t, 15*time.Second, "a retry to succeed", func() bool { return s.order("carol", secret, "p1", 1).status == http.StatusCreated })
+	testenv.WaitFor(t, 15*time.Second, "a retry to succeed", func() bool { return s.order("carol", secret, "p1", 1).status == http.StatusCreated })
 	if st := s.stock("p1"); st != 4 {
 		t.Fatalf("stock %d, want 4", st)
 	}
@@ -189,11 +190,11 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 		t.Fatal(r)
 	}
 
-	waitFor(t, 15*time.Second, "the abandoned token restored", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the abandoned token restored", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-before-commit")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && !st.Ordering
 	})
-	waitFor(t, 15*time.Second, "the committed order settled", func() bool {
+	testenv.WaitFor(t, 15*time.Second, "the committed order settled", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-after-commit")
 		return err == nil && st.State == queue.Ordered
 	})
@@ -232,7 +233,7 @@ func TestBrokerDownOrdersStillSucceedAndEventsFollow(t *testing.T) {
 		t.Fatalf("%d OrderCreated arrived through a cut link", n)
 	}
 	s.amqpProxy.Restore()
-	waitFor(t, 30*time.Second, "all 20 OrderCreated", func() bool { return len(uniqueIDs(s.received(&waitingroomv1.OrderCreated{}))) == 20 })
+	testenv.WaitFor(t, 30*time.Second, "all 20 OrderCreated", func() bool { return len(uniqueIDs(s.received(&waitingroomv1.OrderCreated{}))) == 20 })
 	t.Logf("broker down for 20 orders: all 20 OrderCreated arrived after it came back, %d deliveries (duplicates allowed)", len(s.received(&waitingroomv1.OrderCreated{})))
 }
 
@@ -277,5 +278,5 @@ func TestRateLimitedOrderLeavesTheTokenUsable(t *testing.T) {
 	if st, _ := s.store.Position(context.Background(), s.q, "b"); st.Token == nil || st.Ordering {
 		t.Fatalf("b's token after 429: %+v, want untouched", st)
 	}
-	waitFor(t, 5*time.Second, "b's order after the limit", func() bool { return s.order("b", secrets["b"], "p1", 1).status == http.StatusCreated })
+	testenv.WaitFor(t, 5*time.Second, "b's order after the limit", func() bool { return s.order("b", secrets["b"], "p1", 1).status == http.StatusCreated })
 }

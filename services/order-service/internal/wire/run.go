@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -13,11 +12,10 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
-	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
-	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
@@ -25,16 +23,9 @@ import (
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	var cfg Config
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	log, err := logging.New(os.Stdout, "order-service", cfg.Level)
-	if err != nil {
-		return err
-	}
-	redisstore.SetLogger(log)
-	return Serve(ctx, cfg, log, nil)
+	return service.Run(ctx, "order-service", func(ctx context.Context, cfg Config, log *slog.Logger) error {
+		return Serve(ctx, cfg, log, nil)
+	})
 }
 
 // Serve wires the order-service and serves until ctx ends. ready, if not

@@ -4,35 +4,26 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
-	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
-	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
 )
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	var cfg Config
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	log, err := logging.New(os.Stdout, "queue-gateway", cfg.Level)
-	if err != nil {
-		return err
-	}
-	redisstore.SetLogger(log)
-	srv, err := NewServer(ctx, cfg, log)
-	if err != nil {
-		return err
-	}
-	return srv.Serve(ctx)
+	return service.Run(ctx, "queue-gateway", func(ctx context.Context, cfg Config, log *slog.Logger) error {
+		srv, err := NewServer(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		return srv.Serve(ctx)
+	})
 }
 
 // Server is a wired gateway, listening.
