@@ -1,0 +1,385 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	v1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+const secret = "chaos-secret-0123456789abcdef-0123456789"
+
+// full is the long form (CHAOS_FULL=1): more kills, more users.
+var full = os.Getenv("CHAOS_FULL") == "1"
+
+func pick(short, long int) int {
+	if full {
+		return long
+	}
+	return short
+}
+
+// summary prints the drill's Jepsen-style line to the test log and stdout.
+func summary(t *testing.T, drill string, ok, lost, dup, recovered int, gap time.Duration) {
+	line := fmt.Sprintf("drill=%s ok=%d lost=%d duplicated=%d recovered=%d gap=%s", drill, ok, lost, dup, recovered, gap.Round(time.Millisecond))
+	t.Log(line)
+	if testing.Verbose() {
+		fmt.Println(line)
+	}
+}
+
+func root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// binaries builds every service once per test binary.
+func binaries(t testing.TB) string {
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "waitingroom-chaos-bin-"); buildErr != nil {
+			return
+		}
+		for _, s := range []string{"queue-gateway", "admission-dispatcher", "order-service"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s)
+			cmd.Dir = root()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", s, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+// proc is a service process; it is stopped by PID at cleanup, even when the test fails.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *os.File
+	url  string
+	done chan struct{}
+}
+
+func start(t *testing.T, name string, env map[string]string, waitReady bool) *proc {
+	t.Helper()
+	port := testenv.FreePort(t)
+	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binaries(t), name))
+	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+fmt.Sprint(port), "LOG_LEVEL=debug")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logf, url: fmt.Sprintf("http://127.0.0.1:%d", port), done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(p.stop)
+	if waitReady {
+		deadline := time.Now().Add(60 * time.Second)
+		for readyz(p.url) != http.StatusOK {
+			if time.Now().After(deadline) || !p.alive() {
+				t.Fatalf("%s not ready within 60s; log:\n%s", name, p.tail())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return p
+}
+
+func readyz(url string) int {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get(url + "/readyz")
+	if err != nil {
+		return 0
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func (p *proc) alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// kill is a crash: SIGKILL to the process group, then wait for the exit.
+func (p *proc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM, and SIGKILL after 8 s.
+func (p *proc) stop() {
+	if !p.alive() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(8 * time.Second):
+		p.kill()
+	}
+}
+
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log.Name())
+	lines := strings.Split(string(b), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// rig is one drill's names and connection strings.
+type rig struct {
+	t                        *testing.T
+	q, exchange              string
+	redisURL, amqpURL, dbURL string
+	ver                      *auth.Verifier
+}
+
+func newRig(t *testing.T) *rig {
+	id := testenv.ID(t)
+	r := &rig{t: t, q: id, exchange: "chaos." + id}
+	var err error
+	if r.ver, err = auth.NewVerifier(secret); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *rig) env(extra map[string]string) map[string]string {
+	m := map[string]string{
+		"REDIS_URL": r.redisURL, "AMQP_URL": r.amqpURL, "AMQP_EXCHANGE": r.exchange, "AUTH_JWT_SECRET": secret,
+		"ORDER_FAILED_QUEUE": r.exchange + ".order-failed", "ENTER_RATE_LIMIT_PER_IP": "0", "DISPATCH_QUEUES": r.q,
+		"SHUTDOWN_TIMEOUT": "3s",
+	}
+	if r.dbURL != "" {
+		m["DATABASE_URL"] = r.dbURL
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+// deleteTopology removes the drill's exchange and queues from the broker at cleanup.
+func (r *rig) deleteTopology() {
+	r.t.Cleanup(func() {
+		testenv.DeleteAMQPTopology(r.amqpURL, r.exchange, r.exchange+".listener", r.exchange+".order-failed", r.exchange+".order-failed.dlq")
+	})
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func (r *rig) call(method, url, user, role, entryToken string, body any) response {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if user != "" {
+		tok, err := r.ver.Mint(user, role, time.Hour)
+		if err != nil {
+			panic(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if entryToken != "" {
+		req.Header.Set("X-Entry-Token", entryToken)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{status: 0, body: map[string]any{"error": err.Error()}}
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	b, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(b, &v)
+	return response{status: res.StatusCode, header: res.Header, body: v}
+}
+
+func (r *rig) createQueue(gateway string, rate int) {
+	if res := r.call(http.MethodPut, gateway+"/admin/v1/queues/"+r.q, "ops", "admin", "",
+		map[string]any{"admissionRatePerSec": rate, "activationSpreadMs": 0}); res.status != http.StatusCreated && res.status != http.StatusOK {
+		r.t.Fatalf("create queue: %d %v", res.status, res.body)
+	}
+}
+
+func (r *rig) createProduct(orderSvc string, stock int) {
+	if res := r.call(http.MethodPut, orderSvc+"/admin/v1/products/tee", "ops", "admin", "",
+		map[string]any{"queueId": r.q, "name": "Limited tee", "stock": stock, "priceCents": 2500}); res.status != http.StatusCreated {
+		r.t.Fatalf("create product: %d %v", res.status, res.body)
+	}
+}
+
+func (r *rig) order(orderSvc, user, token string) response {
+	return r.call(http.MethodPost, orderSvc+"/api/v1/orders", user, "", token, map[string]any{"queueId": r.q, "productId": "tee", "quantity": 1})
+}
+
+func (r *rig) position(gateway, user string) response {
+	return r.call(http.MethodGet, gateway+"/api/v1/queues/"+r.q+"/position", user, "", "", nil)
+}
+
+func (r *rig) waitAdmitted(gateway, user string, within time.Duration) map[string]any {
+	deadline := time.Now().Add(within)
+	for {
+		res := r.position(gateway, user)
+		if res.status == http.StatusOK && res.body["state"] == "ADMITTED" && res.body["token"] != nil {
+			return res.body
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s not admitted within %s: %d %v", user, within, res.status, res.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// event is one delivery on the listener, decoded.
+type event struct {
+	key, messageID string
+	msg            proto.Message
+}
+
+// listener is a durable quorum queue bound to every routing key of the
+// drill's exchange, declared before the run.
+type listener struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func (r *rig) listen(url string) *listener {
+	l := &listener{}
+	conn, err := broker.New(url, broker.Options{Exchange: r.exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	spec := broker.QueueSpec{Name: r.exchange + ".listener", Bindings: []string{"#"}, Quorum: true}
+	go func() {
+		defer close(done)
+		_ = conn.Consume(ctx, spec, func(_ context.Context, d broker.Delivery) broker.Result {
+			var m proto.Message
+			switch d.RoutingKey {
+			case events.RoutingKeyTokenIssued:
+				m = &v1.TokenIssued{}
+			case events.RoutingKeyOrderCreated:
+				m = &v1.OrderCreated{}
+			case events.RoutingKeyOrderFailed:
+				m = &v1.OrderFailed{}
+			case events.RoutingKeyTokenRestored:
+				m = &v1.TokenRestored{}
+			}
+			if m != nil {
+				if err := proto.Unmarshal(d.Body, m); err != nil {
+					m = nil
+				}
+			}
+			l.mu.Lock()
+			l.events = append(l.events, event{key: d.RoutingKey, messageID: d.MessageID, msg: m})
+			l.mu.Unlock()
+			return broker.Ack
+		})
+	}()
+	r.t.Cleanup(func() { cancel(); <-done; _ = conn.Close() })
+	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer rcancel()
+	if err := conn.Ready(rctx); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := conn.Declare(rctx, spec); err != nil {
+		r.t.Fatal(err)
+	}
+	return l
+}
+
+// byKey returns a copy of the deliveries with routing key k.
+func (l *listener) byKey(k string) []event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []event
+	for _, e := range l.events {
+		if e.key == k {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// distinct counts distinct message ids with routing key k.
+func (l *listener) distinct(k string) map[string]event {
+	out := map[string]event{}
+	for _, e := range l.byKey(k) {
+		out[e.messageID] = e
+	}
+	return out
+}
+
+func eventually(within time.Duration, f func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !f() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return true
+}
