@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench proto run clean services-up
+.PHONY: help build test vet fmt fuzz bench chaos demo proto run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
 
 bench: ## Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
+
+chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts (make test runs the short form)
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m ./deploy/chaos
 
 proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
 	deploy/proto/gen.sh
