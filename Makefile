@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench chaos demo proto run clean services-up
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -31,7 +31,13 @@ fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
 	cd pkg && $(GO) test ./queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
 	cd services/queue-gateway && $(GO) test ./internal/httpapi -run '^$$' -fuzz FuzzPutQueue -fuzztime $${FUZZTIME:-30s}
 
-bench: ## Go benchmarks of the store and handlers against the local servers
+bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write BENCHMARKS.md (BENCH_QUICK=1 shortens)
+	@deploy/bench/bench.sh
+
+demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print the report, stop the stack
+	@deploy/bench/demo.sh
+
+gobench: ## the Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
 
 chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts (make test runs the short form)

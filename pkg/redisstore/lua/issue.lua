@@ -42,19 +42,26 @@ for _, user in ipairs(stale) do
 end
 
 -- 2. Credit. Elapsed time comes from the last tick (Redis TIME), so a slow
--- tick or a failover is made up for; the carry is capped at two batches, so
--- the make-up never becomes a burst. Nothing accrues while not OPEN: a queue
--- that reopens resumes at its rate.
+-- tick is made up for; the carry is capped (below), so a long gap never
+-- becomes a burst. Nothing accrues while not OPEN: a queue that reopens
+-- resumes at its rate.
 local d = redis.call('HMGET', KEYS[4], 'credit', 'lastTickMs', 'measuredRate')
 local last = tonumber(d[2]) or now
 local elapsed = math.max(0, now - last)
 local rate = tonumber(cfg[2])
-local batch_cap = math.ceil(rate * tick_ms / 1000) + 1
 if cfg[1] ~= 'OPEN' then
   redis.call('HSET', KEYS[4], 'credit', 0, 'lastTickMs', now, 'measuredRate', 0)
   return {'PAUSED', 0, expired}
 end
-local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, 2 * batch_cap)
+-- The batch cap is ceil(rate x span) + 1 where span is the time this tick
+-- covers: its elapsed time, at least one tick (a tick never issues more than
+-- its share plus one) and at most ten (a leader that was gone longer, a
+-- failover, catches up one second's worth, not a burst of everything
+-- missed). Slow ticks (a loaded machine, many queues) thus keep the rate.
+local base_cap = math.ceil(rate * tick_ms / 1000) + 1
+local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
+local batch_cap = math.ceil(rate * span / 1000) + 1
+local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap + base_cap)
 
 -- 3. How many: credit, batch cap, free slots, grants supplied, people waiting.
 local waiting = redis.call('ZCARD', KEYS[2])
