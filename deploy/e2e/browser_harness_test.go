@@ -6,12 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,18 +64,13 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 		}
 		return m
 	}
-	withNotifications := notificationServicePresent(t) // builds every service
 	s.db = testenv.StartProxy(t, "127.0.0.1:5432")
 	s.order = startOn(t, "order-service", orderPort, with(map[string]string{
 		"DATABASE_URL": testenv.PostgresURLVia(t, testenv.PostgresURL(t), s.db.Addr()), "CORS_ALLOWED_ORIGINS": origins,
 	}))
-	if withNotifications {
-		s.notify = startOn(t, "notification-service", notifyPort, with(map[string]string{
-			"CORS_ALLOWED_ORIGINS": origins, "SSE_POSITION_INTERVAL": "300ms",
-		}))
-	} else {
-		t.Log("services/notification-service is not there: the page follows the line by polling only")
-	}
+	s.notify = startOn(t, "notification-service", notifyPort, with(map[string]string{
+		"CORS_ALLOWED_ORIGINS": origins, "SSE_POSITION_INTERVAL": "300ms",
+	}))
 	s.dispatcher = startOn(t, "admission-dispatcher", testenv.FreePort(t), with(map[string]string{
 		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling}, ","),
 	}))
@@ -167,94 +157,4 @@ func (s *browserSystem) position(q, user string) map[string]any {
 		s.t.Fatalf("position of %s in %s: %d %v", user, q, st, v)
 	}
 	return v
-}
-
-// startOn is start (procs_test.go) on a port chosen beforehand, for services
-// whose address others need before they run.
-func startOn(t *testing.T, name string, port int, env map[string]string) *proc {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary(t, name))
-	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+fmt.Sprint(port), "LOG_LEVEL=debug")
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logf, url: fmt.Sprintf("http://127.0.0.1:%d", port)}
-	t.Cleanup(func() { p.stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		res, err := http.Get(p.url + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within 60s; log:\n%s", name, p.tail())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-var (
-	notifyOnce sync.Once
-	notifyBin  string // the built notification-service; empty when its source is not in the tree
-	notifyErr  error
-)
-
-// notificationServicePresent builds the notification-service, next to the
-// other services' build, when its source is in the tree. A tree without it
-// is a supported state (the page polls); a tree whose service does not build
-// is not.
-func notificationServicePresent(t *testing.T) bool {
-	t.Helper()
-	notifyOnce.Do(func() {
-		src := root(t)
-		if _, err := os.Stat(filepath.Join(src, "services", "notification-service", "main.go")); err != nil {
-			binaries(t)
-			return
-		}
-		dir, err := os.MkdirTemp("", "waitingroom-e2e-notify-")
-		if err != nil {
-			notifyErr = err
-			return
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		bin := filepath.Join(dir, "notification-service")
-		built := make(chan error, 1)
-		go func() {
-			cmd := exec.Command("go", "build", "-o", bin, "./services/notification-service")
-			cmd.Dir = src
-			if out, err := cmd.CombinedOutput(); err != nil {
-				built <- fmt.Errorf("build notification-service: %v\n%s", err, out)
-				return
-			}
-			built <- nil
-		}()
-		binaries(t) // the other services build meanwhile
-		if notifyErr = <-built; notifyErr == nil {
-			notifyBin = bin
-		}
-	})
-	if notifyErr != nil {
-		t.Fatal(notifyErr)
-	}
-	return notifyBin != ""
-}
-
-// binary is the path of a built service.
-func binary(t *testing.T, name string) string {
-	if name == "notification-service" && notifyBin != "" {
-		return notifyBin
-	}
-	return filepath.Join(binaries(t), name)
 }

@@ -38,7 +38,7 @@ func binaries(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		for _, s := range []string{"queue-gateway", "admission-dispatcher", "order-service"} {
+		for _, s := range []string{"queue-gateway", "admission-dispatcher", "order-service", "notification-service"} {
 			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s)
 			cmd.Dir = root(t)
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -64,8 +64,14 @@ type proc struct {
 
 func start(t *testing.T, name string, env map[string]string) *proc {
 	t.Helper()
-	port := testenv.FreePort(t)
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	return startOn(t, name, testenv.FreePort(t), env)
+}
+
+// startOn starts a service on a port chosen beforehand (for services whose
+// address others need before they run) and waits until it is ready.
+func startOn(t *testing.T, name string, port int, env map[string]string) *proc {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), fmt.Sprintf("%s-%d.log", name, port)))
 	if err != nil {
 		t.Fatal(err)
 	}
