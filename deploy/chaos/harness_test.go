@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -48,45 +47,14 @@ func summary(t *testing.T, drill string, ok, lost, dup, recovered int, gap time.
 	}
 }
 
-func root() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
-	}
+	testenv.RemoveBuilt()
 	os.Exit(code)
 }
 
 // binaries builds every service once per test binary.
-func binaries(t testing.TB) string {
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "waitingroom-chaos-bin-"); buildErr != nil {
-			return
-		}
-		for _, s := range []string{"queue-gateway", "admission-dispatcher", "order-service"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s)
-			cmd.Dir = root()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", s, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
+func binaries(t testing.TB) string { return testenv.BuildServices(t) }
 
 // proc is a service process; it is stopped by PID at cleanup, even when the test fails.
 type proc struct {

@@ -6,9 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,42 +14,8 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
-// root is the repository root, found from this file's location.
-func root(t testing.TB) string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("no caller")
-	}
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-var (
-	buildOnce sync.Once
-	binDir    string
-	buildErr  error
-)
-
 // binaries builds every service once per test binary.
-func binaries(t testing.TB) string {
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "waitingroom-e2e-bin-")
-		if buildErr != nil {
-			return
-		}
-		for _, s := range []string{"queue-gateway", "admission-dispatcher", "order-service", "notification-service"} {
-			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, s), "./services/"+s)
-			cmd.Dir = root(t)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", s, err, out)
-				return
-			}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binDir
-}
+func binaries(t testing.TB) string { return testenv.BuildServices(t) }
 
 // proc is a service process the test started; it is stopped by PID at
 // cleanup, even when the test fails.
