@@ -73,6 +73,16 @@ func (s *system) listen(url string) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	// Declared (and bound) before anything is published: an event published
+	// to a key nobody is bound to yet would be parked as unrouted.
+	{
+		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := conn.Declare(dctx, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true}); err != nil {
+			dcancel()
+			s.t.Fatalf("declare the test's queue: %v", err)
+		}
+		dcancel()
+	}
 	go func() {
 		defer close(done)
 		_ = conn.Consume(ctx, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true},

@@ -149,6 +149,16 @@ func (s *stack) start() {
 func (s *stack) listen() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	// Declared (and bound) before anything is published: an event published
+	// to a key nobody is bound to yet would be parked as unrouted.
+	{
+		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := s.conn.Declare(dctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true}); err != nil {
+			dcancel()
+			s.t.Fatalf("declare the test's queue: %v", err)
+		}
+		dcancel()
+	}
 	go func() {
 		defer close(done)
 		_ = s.conn.Consume(ctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true},
@@ -167,6 +177,16 @@ func (s *stack) listen() {
 func (s *stack) restorer() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	// Declared (and bound) before anything is published: an event published
+	// to a key nobody is bound to yet would be parked as unrouted.
+	{
+		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
+		if err := s.conn.Declare(dctx, events.OrderFailedQueue(s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit)); err != nil {
+			dcancel()
+			s.t.Fatalf("declare the test's queue: %v", err)
+		}
+		dcancel()
+	}
 	go func() {
 		defer close(done)
 		_ = s.conn.Consume(ctx, events.OrderFailedQueue(s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit),

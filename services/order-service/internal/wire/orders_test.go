@@ -88,7 +88,7 @@ func TestStockTenHundredBuyersExactlyTenOrders(t *testing.T) {
 		t.Fatalf("stock %d, want 0", st)
 	}
 	// The sold-out buyers' slots are freed (not restorable), through OrderFailed.
-	testenv.WaitFor(t, 15*time.Second, "10 OrderCreated and 90 OrderFailed", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "10 OrderCreated and 90 OrderFailed", func() bool {
 		return len(s.received(&waitingroomv1.OrderCreated{})) == 10 && len(s.received(&waitingroomv1.OrderFailed{})) == 90
 	})
 	for _, d := range s.received(&waitingroomv1.OrderFailed{}) {
@@ -149,7 +149,7 @@ func TestDatabaseDownFailsRestorablyAndTheTokenComesBack(t *testing.T) {
 	if r.status != http.StatusServiceUnavailable || r.problemType() != "backend-unavailable" || r.header.Get("Retry-After") == "" {
 		t.Fatalf("order with the database cut: %d %s", r.status, r.body)
 	}
-	testenv.WaitFor(t, 15*time.Second, "OrderFailed and the token restored", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "OrderFailed and the token restored", func() bool {
 		st, err := s.store.Position(ctx, s.q, "carol")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && !st.Ordering
 	})
@@ -163,7 +163,7 @@ func TestDatabaseDownFailsRestorablyAndTheTokenComesBack(t *testing.T) {
 		t.Fatalf("restored token %+v, want the same token with its original expiry %v", after.Token, before.Token.ExpiresAt)
 	}
 	s.pgProxy.Restore()
-	testenv.WaitFor(t, 15*time.Second, "a retry to succeed", func() bool { return s.order("carol", secret, "p1", 1).status == http.StatusCreated })
+	testenv.WaitFor(t, 30*time.Second, "a retry to succeed", func() bool { return s.order("carol", secret, "p1", 1).status == http.StatusCreated })
 	if st := s.stock("p1"); st != 4 {
 		t.Fatalf("stock %d, want 4", st)
 	}
@@ -190,11 +190,11 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 		t.Fatal(r)
 	}
 
-	testenv.WaitFor(t, 15*time.Second, "the abandoned token restored", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the abandoned token restored", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-before-commit")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && !st.Ordering
 	})
-	testenv.WaitFor(t, 15*time.Second, "the committed order settled", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the committed order settled", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-after-commit")
 		return err == nil && st.State == queue.Ordered
 	})
