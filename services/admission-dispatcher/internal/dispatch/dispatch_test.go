@@ -58,7 +58,9 @@ func TestThreeReplicasAdmitAtTheRateInEntryOrder(t *testing.T) {
 	if math.Abs(errPct) > 3 {
 		t.Errorf("issued %d in 5 s, want 1000 ±3%%", n)
 	}
-	if math.Abs(float64(n)-want) > 2 {
+	// Against rate x the window's own length: within 1 % (the window's ends
+	// are ticks; the carry and a tick at the edge move a few tokens).
+	if math.Abs(float64(n)-want) > math.Max(2, want/100) {
 		t.Errorf("issued %d over %v, the credit allows %.1f", n, t1.Sub(t0), want)
 	}
 	// No tick issues more than ceil(rate x its span) + 1, the span being the
