@@ -153,6 +153,10 @@ func TestDatabaseDownFailsRestorablyAndTheTokenComesBack(t *testing.T) {
 		st, err := s.store.Position(ctx, s.q, "carol")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && !st.Ordering
 	})
+	// The test's listener has its own queue: it may see the event after the restorer did.
+	testenv.WaitFor(t, 30*time.Second, "the OrderFailed event on the listener", func() bool {
+		return len(s.received(&waitingroomv1.OrderFailed{})) >= 1
+	})
 	var ev waitingroomv1.OrderFailed
 	if fs := s.received(&waitingroomv1.OrderFailed{}); len(fs) != 1 || proto.Unmarshal(fs[0].Body, &ev) != nil ||
 		!ev.GetRestorable() || ev.GetReason() != waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_DATABASE_ERROR {
@@ -197,6 +201,9 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, "the committed order settled", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-after-commit")
 		return err == nil && st.State == queue.Ordered
+	})
+	testenv.WaitFor(t, 30*time.Second, "the OrderFailed event on the listener", func() bool {
+		return len(s.received(&waitingroomv1.OrderFailed{})) >= 1
 	})
 	var ev waitingroomv1.OrderFailed
 	fs := s.received(&waitingroomv1.OrderFailed{})
