@@ -249,9 +249,11 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 		}
 		consumed[u] = c
 	}
-	testenv.WaitFor(t, 10*time.Second, "the order-failed queue", func() bool {
-		return s.conn.Publisher().Publish(ctx, orderFailed(s.q, "warmup", "tid-x", "order-x", true)) == nil
-	})
+	// The order-service declares the dispatcher's queue before it publishes;
+	// so does the test, or its events could be parked as unrouted.
+	if err := s.conn.Declare(ctx, events.OrderFailedQueue(s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit)); err != nil {
+		t.Fatal(err)
+	}
 	for range 5 {
 		if err := s.conn.Publisher().Publish(ctx, orderFailed(s.q, "restorable", "tid-restorable", "order-restorable", true)); err != nil {
 			t.Fatal(err)
@@ -261,7 +263,7 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	restoredType := events.TypeName(&waitingroomv1.TokenRestored{})
-	testenv.WaitFor(t, 15*time.Second, "the restore", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the restore", func() bool {
 		st, err := s.store.Position(ctx, s.q, "restorable")
 		return err == nil && st.State == queue.Admitted && st.Token != nil && len(s.deliveries(restoredType)) >= 1
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,11 +76,20 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	if err != nil {
 		return err
 	}
+	var declared atomic.Bool
 	health := httpserver.NewHealth(map[string]httpserver.Check{
 		"postgres": db.Ping,
 		"redis":    store.Ping,
-		// RabbitMQ is not a readiness condition: orders succeed without it
-		// (events wait in the outbox).
+		// RabbitMQ being up is not a readiness condition: orders succeed
+		// without it (events wait in the outbox). The OrderFailed queue
+		// having been declared once is: before that, a failure's event
+		// could be parked as unrouted instead of restoring the token.
+		"order-failed-queue": func(context.Context) error {
+			if !declared.Load() {
+				return errors.New("the OrderFailed queue is not declared yet")
+			}
+			return nil
+		},
 	})
 	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
@@ -98,7 +108,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
 	wg.Go(func() { errs <- srv.Serve(work) })
-	wg.Go(func() { declareOrderFailed(work, conn, cfg, log) })
+	wg.Go(func() {
+		if declareOrderFailed(work, conn, cfg, log) {
+			declared.Store(true)
+		}
+	})
 	wg.Go(func() { order.RelayLoop(work, db, pub, log, func(n int64) { m.backlog.Set(float64(n)) }) })
 	wg.Go(func() {
 		svc.ReapLoop(work, cfg.ReapInterval, func(r order.ReapResult) {
@@ -143,21 +157,21 @@ func openDB(ctx context.Context, cfg Config, log *slog.Logger) (*pg.DB, error) {
 // declareOrderFailed makes sure the dispatcher's OrderFailed queue exists, so
 // no failure published before the dispatcher's first start is parked as
 // unrouted. It retries until it succeeds or ctx ends.
-func declareOrderFailed(ctx context.Context, conn *broker.Conn, cfg Config, log *slog.Logger) {
+func declareOrderFailed(ctx context.Context, conn *broker.Conn, cfg Config, log *slog.Logger) bool {
 	spec := events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit)
 	pause := 200 * time.Millisecond
 	for {
 		err := conn.Declare(ctx, spec)
 		if err == nil {
-			return
+			return true
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		log.Warn("declare the OrderFailed queue", "queue", spec.Name, "err", err)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 5*time.Second)
