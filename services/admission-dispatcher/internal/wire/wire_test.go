@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,8 +30,7 @@ type stack struct {
 	amqpURL  string
 	proxy    *testenv.Proxy
 	conn     *broker.Conn // the test's own, direct connection
-	mu       sync.Mutex
-	received []broker.Delivery
+	listener *testenv.Listener
 }
 
 func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
@@ -79,34 +77,7 @@ func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
 // listen collects every token event on the exchange through a durable queue
 // of the test's own (so nothing published while anyone reconnects is missed).
 func (s *stack) listen() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	// Declared (and bound) before anything is published: an event published
-	// to a key nobody is bound to yet would be parked as unrouted.
-	{
-		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := s.conn.Declare(dctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"token.*"}, Quorum: true}); err != nil {
-			dcancel()
-			s.t.Fatalf("declare the test's queue: %v", err)
-		}
-		dcancel()
-	}
-	go func() {
-		defer close(done)
-		_ = s.conn.Consume(ctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"token.*"}, Quorum: true},
-			func(_ context.Context, d broker.Delivery) broker.Result {
-				s.mu.Lock()
-				s.received = append(s.received, d)
-				s.mu.Unlock()
-				return broker.Ack
-			})
-	}()
-	s.t.Cleanup(func() { cancel(); <-done })
-	ctx2, c2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer c2()
-	if err := s.conn.Ready(ctx2); err != nil {
-		s.t.Fatal(err)
-	}
+	s.listener = testenv.Listen(s.t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"token.*"}, Quorum: true})
 }
 
 // run starts the dispatcher; it is stopped (gracefully) at cleanup.
@@ -127,17 +98,7 @@ func (s *stack) run() {
 	})
 }
 
-func (s *stack) deliveries(typ string) []broker.Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []broker.Delivery
-	for _, d := range s.received {
-		if d.Type == typ {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+func (s *stack) deliveries(typ string) []broker.Delivery { return s.listener.Of(typ) }
 
 func (s *stack) deleteTopology() {
 	testenv.DeleteAMQPTopology(s.amqpURL, s.cfg.AMQP.Exchange,

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,8 +44,7 @@ type stack struct {
 
 	pgProxy, amqpProxy *testenv.Proxy
 
-	mu     sync.Mutex
-	events []broker.Delivery
+	listener *testenv.Listener
 }
 
 type stackOptions struct {
@@ -147,29 +145,7 @@ func (s *stack) start() {
 
 // listen records every event on the test's exchange through a durable queue.
 func (s *stack) listen() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	// Declared (and bound) before anything is published: an event published
-	// to a key nobody is bound to yet would be parked as unrouted.
-	{
-		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := s.conn.Declare(dctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true}); err != nil {
-			dcancel()
-			s.t.Fatalf("declare the test's queue: %v", err)
-		}
-		dcancel()
-	}
-	go func() {
-		defer close(done)
-		_ = s.conn.Consume(ctx, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true},
-			func(_ context.Context, d broker.Delivery) broker.Result {
-				s.mu.Lock()
-				s.events = append(s.events, d)
-				s.mu.Unlock()
-				return broker.Ack
-			})
-	}()
-	s.t.Cleanup(func() { cancel(); <-done })
+	s.listener = testenv.Listen(s.t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"#"}, Quorum: true})
 }
 
 // restorer does what the admission-dispatcher's restoration consumer does
@@ -205,16 +181,7 @@ func (s *stack) restorer() {
 }
 
 func (s *stack) received(typ proto.Message) []broker.Delivery {
-	name := events.TypeName(typ)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []broker.Delivery
-	for _, d := range s.events {
-		if d.Type == name {
-			out = append(out, d)
-		}
-	}
-	return out
+	return s.listener.Of(events.TypeName(typ))
 }
 
 func deleteTopology(url, exchange string) {
