@@ -19,9 +19,15 @@ type ReapResult struct {
 // died, or the client vanished, before commit). Idempotent and safe with
 // several replicas: settle is idempotent, and the event id is the same one
 // the handler would have used, so a failure is recorded once.
+//
+// Only the queues with products in this service's database are reaped. A
+// token of another queue was consumed by an order-service with another
+// database, and "no order here" would wrongly declare it abandoned: its
+// owner may have committed the order, and restoring the token would let the
+// buyer order twice.
 func (s *Service) Reap(ctx context.Context, now time.Time) (ReapResult, error) {
 	var res ReapResult
-	qs, err := s.tokens.Queues(ctx)
+	qs, err := s.repo.QueueIDs(ctx)
 	if err != nil {
 		return res, err
 	}

@@ -21,7 +21,6 @@ type Tokens interface {
 	Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error)
 	HandOff(ctx context.Context, q, tokenID string) error
 	Overdue(ctx context.Context, q string, now time.Time, limit int64) ([]queue.InflightToken, error)
-	Queues(ctx context.Context) ([]string, error)
 }
 
 // Repo is the order database. pg.DB implements it.
@@ -29,6 +28,9 @@ type Repo interface {
 	PlaceOrder(ctx context.Context, o Order, event func(Order) (OutboxEvent, error)) (Order, error)
 	AddEvent(ctx context.Context, e OutboxEvent) (bool, error)
 	OrderByToken(ctx context.Context, tokenID string) (Order, bool, error)
+	// QueueIDs lists the queues with products in this database: the
+	// queues whose consumed tokens this service answers for.
+	QueueIDs(ctx context.Context) ([]string, error)
 }
 
 // DirectPublisher publishes one event straight to the broker, with confirm.

@@ -68,3 +68,15 @@ func (d *DB) Products(ctx context.Context, queueID string) ([]order.Product, err
 	}
 	return out, nil
 }
+
+// QueueIDs returns the queues this database sells in: those with at least
+// one product, ordered by id.
+func (d *DB) QueueIDs(ctx context.Context) ([]string, error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var ids []string
+	if err := d.conn(tctx).Model(&productRow{}).Distinct("queue_id").Order("queue_id").Pluck("queue_id", &ids).Error; err != nil {
+		return nil, wrap(ctx, "queue ids", err)
+	}
+	return ids, nil
+}

@@ -84,3 +84,27 @@ func TestProductsByQueue(t *testing.T) {
 		t.Fatalf("Products(empty) = %v, %v; want none", ps, err)
 	}
 }
+
+func TestQueueIDsAreTheQueuesWithProducts(t *testing.T) {
+	t.Parallel()
+	db, _, _ := newDB(t)
+	ctx := context.Background()
+	if ids, err := db.QueueIDs(ctx); err != nil || len(ids) != 0 {
+		t.Fatalf("QueueIDs of an empty database = %v, %v; want none", ids, err)
+	}
+	for _, p := range []order.Product{product("a", "sale-b", 1), product("b", "sale-a", 0), product("c", "sale-b", 3)} {
+		if _, _, err := db.UpsertProduct(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := db.QueueIDs(ctx); err != nil || !slices.Equal(ids, []string{"sale-a", "sale-b"}) {
+		t.Fatalf("QueueIDs = %v, %v; want [sale-a sale-b]", ids, err)
+	}
+	// Moving the last product out of a queue drops the queue.
+	if _, _, err := db.UpsertProduct(ctx, product("b", "sale-b", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := db.QueueIDs(ctx); err != nil || !slices.Equal(ids, []string{"sale-b"}) {
+		t.Fatalf("QueueIDs after the move = %v, %v; want [sale-b]", ids, err)
+	}
+}

@@ -63,13 +63,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	rdb := testenv.Redis(t)
 	s.store, _ = redisstore.NewStore(rdb)
-	if _, _, err := s.store.UpdateConfig(context.Background(), s.q, func(c queue.Config, _ bool) (queue.Config, error) {
-		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.TokenTTLSeconds = 1000, 0, 120
-		return c, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.store.Purge(context.Background(), s.q) })
+	s.configure(s.q)
 
 	s.dbURL = testenv.PostgresURL(t)
 	amqpURL := testenv.AMQPURL(t)
@@ -103,11 +97,31 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { deleteTopology(amqpURL, s.cfg.AMQP.Exchange) })
 	s.listen()
 	s.start()
-	s.lead, err = s.store.AcquireLease(context.Background(), s.q, "test", time.Hour)
-	if err != nil || s.lead == 0 {
-		t.Fatalf("lease: %d %v", s.lead, err)
-	}
+	s.lead = s.lease(s.q)
 	return s
+}
+
+// configure makes q a queue that admits 1,000/s with 120 s tokens, removed
+// when the test ends.
+func (s *stack) configure(q string) {
+	s.t.Helper()
+	if _, _, err := s.store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.TokenTTLSeconds = 1000, 0, 120
+		return c, nil
+	}); err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { _ = s.store.Purge(context.Background(), q) })
+}
+
+// lease takes q's admission lease for the test, as the dispatcher would.
+func (s *stack) lease(q string) int64 {
+	s.t.Helper()
+	epoch, err := s.store.AcquireLease(context.Background(), q, "test", time.Hour)
+	if err != nil || epoch == 0 {
+		s.t.Fatalf("lease on %s: %d %v", q, epoch, err)
+	}
+	return epoch
 }
 
 func hostPort(url string) string {
@@ -190,9 +204,15 @@ func deleteTopology(url, exchange string) {
 
 func (s *stack) admit(users ...string) map[string]string {
 	s.t.Helper()
+	return s.admitIn(s.q, s.lead, users...)
+}
+
+// admitIn lets users into q under the lease epoch and returns their secrets.
+func (s *stack) admitIn(q string, epoch int64, users ...string) map[string]string {
+	s.t.Helper()
 	ctx := context.Background()
 	for _, u := range users {
-		if _, err := s.store.Enter(ctx, s.q, u); err != nil {
+		if _, err := s.store.Enter(ctx, q, u); err != nil {
 			s.t.Fatal(err)
 		}
 	}
@@ -203,15 +223,14 @@ func (s *stack) admit(users ...string) map[string]string {
 			gs[i], _ = queue.NewGrant()
 		}
 		time.Sleep(110 * time.Millisecond) // credit accrues at 1,000/s
-		if _, err := s.store.Issue(ctx, s.q, s.lead, time.Second, gs); err != nil {
+		if _, err := s.store.Issue(ctx, q, epoch, time.Second, gs); err != nil {
 			s.t.Fatal(err)
 		}
-		for i, u := range users {
-			st, err := s.store.Position(ctx, s.q, u)
+		for _, u := range users {
+			st, err := s.store.Position(ctx, q, u)
 			if err == nil && st.Token != nil {
 				secrets[u] = st.Token.Secret
 			}
-			_ = i
 		}
 	}
 	return secrets

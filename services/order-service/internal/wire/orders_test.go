@@ -193,6 +193,16 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 	if r := s.commitDirectly("order-kept", "dies-after-commit", c.TokenID); r != nil {
 		t.Fatal(r)
 	}
+	// A token of a queue this database sells nothing in, consumed by another
+	// order-service (with another database) whose transaction is running
+	// long: not this reaper's to judge.
+	foreign := s.q + "-elsewhere"
+	s.configure(foreign)
+	fsecret := s.admitIn(foreign, s.lease(foreign), "buys-elsewhere")["buys-elsewhere"]
+	if _, err := s.store.Consume(ctx, foreign, "buys-elsewhere", fsecret, "order-elsewhere", 900*time.Millisecond, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	foreignDue := time.Now().Add(900 * time.Millisecond)
 
 	testenv.WaitFor(t, 30*time.Second, "the abandoned token restored", func() bool {
 		st, err := s.store.Position(ctx, s.q, "dies-before-commit")
@@ -210,6 +220,14 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 	if len(fs) != 1 || proto.Unmarshal(fs[0].Body, &ev) != nil || ev.GetReason() != waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED ||
 		!ev.GetRestorable() || ev.GetOrderId() != "order-lost" {
 		t.Fatalf("OrderFailed: %d events, first %v", len(fs), &ev)
+	}
+	// Ten reaper passes after the foreign lease ran out, it is untouched.
+	time.Sleep(time.Until(foreignDue.Add(10 * s.cfg.ReapInterval)))
+	if st, err := s.store.Position(ctx, foreign, "buys-elsewhere"); err != nil || st.State != queue.Admitted || !st.Ordering {
+		t.Fatalf("the other database's in-flight token: %+v %v, want ADMITTED and ordering", st, err)
+	}
+	if over, err := s.store.Overdue(ctx, foreign, time.Now(), 10); err != nil || len(over) != 1 || over[0].OrderID != "order-elsewhere" {
+		t.Fatalf("the other database's overdue lease: %+v %v, want it still there for its owner", over, err)
 	}
 	// No second order with the settled token; the restored one orders fine.
 	if r := s.order("dies-after-commit", secrets["dies-after-commit"], "p1", 1); r.status != http.StatusForbidden {
