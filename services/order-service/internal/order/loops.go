@@ -70,3 +70,57 @@ func (s *Service) ReapLoop(ctx context.Context, every time.Duration, observe fun
 		}
 	}
 }
+
+// Pruned counts the rows one retention pass deleted.
+type Pruned struct{ Outbox, Idempotency int64 }
+
+// PruneRepo deletes what is past retention. pg.DB implements it.
+type PruneRepo interface {
+	Prune(ctx context.Context, sentBefore, keysBefore time.Time, batch int) (Pruned, error)
+}
+
+// Retention is how long the order database keeps what only serves a while:
+// published outbox events (for inspection and replays) and Idempotency-Key
+// outcomes (for client retries). Zero keeps a table's rows forever.
+type Retention struct {
+	Outbox, IdempotencyKeys time.Duration
+	// Every is the pause between passes; Batch bounds one DELETE.
+	Every time.Duration
+	Batch int
+}
+
+// PruneLoop deletes what is past retention once at start and then every
+// r.Every until ctx ends. Without it the outbox gains a row per order and
+// per failure forever. observe, if not nil, gets each pass's counts.
+func PruneLoop(ctx context.Context, repo PruneRepo, r Retention, log *slog.Logger, observe func(Pruned)) {
+	if (r.Outbox <= 0 && r.IdempotencyKeys <= 0) || r.Every <= 0 {
+		return
+	}
+	// A zero retention becomes a cut-off before any row: nothing deleted.
+	cutoff := func(now time.Time, keep time.Duration) time.Time {
+		if keep <= 0 {
+			return time.Time{}
+		}
+		return now.Add(-keep)
+	}
+	t := time.NewTicker(r.Every)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		p, err := repo.Prune(ctx, cutoff(now, r.Outbox), cutoff(now, r.IdempotencyKeys), r.Batch)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("retention pass", "err", err)
+		}
+		if p.Outbox+p.Idempotency > 0 {
+			log.Info("retention pass deleted old rows", "outbox", p.Outbox, "idempotency_keys", p.Idempotency)
+		}
+		if observe != nil {
+			observe(p)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

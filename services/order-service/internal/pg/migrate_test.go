@@ -35,13 +35,19 @@ func appliedVersions(t *testing.T, raw *sql.DB) []int64 {
 
 func checkSchema(t *testing.T, raw *sql.DB) {
 	t.Helper()
-	if got, want := appliedVersions(t, raw), []int64{0, 1}; !slices.Equal(got, want) {
+	if got, want := appliedVersions(t, raw), []int64{0, 1, 2}; !slices.Equal(got, want) {
 		t.Fatalf("applied versions %v, want %v (each once)", got, want)
 	}
 	n := count(t, raw, `SELECT count(*) FROM information_schema.tables
 		WHERE table_schema = 'public' AND table_name IN ('products', 'orders', 'outbox', 'idempotency')`)
 	if n != 4 {
 		t.Fatalf("%d of the 4 tables exist", n)
+	}
+	// The retention indexes, built concurrently, must have come out valid.
+	n = count(t, raw, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE c.relname IN ('outbox_sent_at_idx', 'idempotency_created_at_idx') AND i.indisvalid`)
+	if n != 2 {
+		t.Fatalf("%d of the 2 retention indexes exist and are valid", n)
 	}
 }
 

@@ -82,6 +82,7 @@ type serviceMetrics struct {
 	consumed *prometheus.CounterVec
 	backlog  prometheus.Gauge
 	reaped   *prometheus.CounterVec
+	pruned   *prometheus.CounterVec
 }
 
 func newServiceMetrics(reg prometheus.Registerer) *serviceMetrics {
@@ -96,7 +97,9 @@ func newServiceMetrics(reg prometheus.Registerer) *serviceMetrics {
 			Help: "Order events in the Postgres outbox not yet confirmed by the broker."}),
 		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reaped_total",
 			Help: "Overdue inflight tokens the reaper handled, by action (settled, abandoned)."}, []string{"action"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retention_deleted_rows_total",
+			Help: "Rows the retention job deleted, by table (outbox, idempotency)."}, []string{"table"}),
 	}
-	reg.MustRegister(m.tx, m.consumed, m.backlog, m.reaped)
+	reg.MustRegister(m.tx, m.consumed, m.backlog, m.reaped, m.pruned)
 	return m
 }

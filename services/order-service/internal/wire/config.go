@@ -3,6 +3,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -37,7 +38,20 @@ type Config struct {
 	// match the dispatcher's settings.
 	OrderFailedQueue         string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
 	OrderFailedDeliveryLimit int    `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
+	// OutboxRetention keeps published order events in the outbox table
+	// this long (for inspection); IdempotencyKeyRetention keeps
+	// Idempotency-Key outcomes this long (a retry after that is a new
+	// request). 0 keeps rows forever. RetentionInterval is the pause between
+	// deletion passes.
+	OutboxRetention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"72h"`
+	IdempotencyKeyRetention time.Duration `env:"IDEMPOTENCY_KEY_RETENTION" envDefault:"24h"`
+	RetentionInterval       time.Duration `env:"RETENTION_INTERVAL" envDefault:"5m"`
 }
+
+// minRetention is the shortest retention allowed: an outbox row's event id
+// is what keeps a failure from being recorded twice while the reaper may
+// still act on its token, and a key must outlive its client's retries.
+const minRetention = time.Hour
 
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
@@ -51,6 +65,17 @@ func (c *Config) Validate() error {
 	}
 	if c.OrderFailedQueue == "" || c.OrderFailedDeliveryLimit < 1 {
 		errs = append(errs, errors.New("ORDER_FAILED_QUEUE must be set and ORDER_FAILED_DELIVERY_LIMIT positive"))
+	}
+	for _, r := range []struct {
+		name string
+		d    time.Duration
+	}{{"OUTBOX_RETENTION", c.OutboxRetention}, {"IDEMPOTENCY_KEY_RETENTION", c.IdempotencyKeyRetention}} {
+		if r.d != 0 && (r.d < minRetention || r.d < 10*c.OrderLease) {
+			errs = append(errs, fmt.Errorf("%s must be 0 (keep forever) or at least %s and ten ORDER_LEASEs, got %s", r.name, minRetention, r.d))
+		}
+	}
+	if c.RetentionInterval <= 0 {
+		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))
 	}
 	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.ShutdownTimeout <= 0 || c.StartupTimeout <= 0 {
 		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY, STARTUP_TIMEOUT and SHUTDOWN_TIMEOUT must be positive"))

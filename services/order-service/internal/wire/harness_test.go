@@ -51,6 +51,8 @@ type stackOptions struct {
 	pgProxy, amqpProxy bool
 	rateLimit          int
 	lease, txTimeout   time.Duration
+	// retention turns the retention job on, with this for both tables.
+	retention time.Duration
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -73,6 +75,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	if o.lease > 0 {
 		s.cfg.OrderLease, s.cfg.TxTimeout = o.lease, o.txTimeout
+	}
+	if o.retention > 0 {
+		s.cfg.OutboxRetention, s.cfg.IdempotencyKeyRetention, s.cfg.RetentionInterval = o.retention, o.retention, 100*time.Millisecond
 	}
 	s.cfg.JWTSecret = testSecret
 	s.cfg.Redis.URL = testenv.RedisURL(t)

@@ -2,14 +2,17 @@ package wire
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
@@ -304,4 +307,55 @@ func TestRateLimitedOrderLeavesTheTokenUsable(t *testing.T) {
 		t.Fatalf("b's token after 429: %+v, want untouched", st)
 	}
 	testenv.WaitFor(t, 5*time.Second, "b's order after the limit", func() bool { return s.order("b", secrets["b"], "p1", 1).status == http.StatusCreated })
+}
+
+func TestRetentionJobDeletesOldEventsAndKeys(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{retention: time.Hour})
+	s.product("p1", 10)
+	secret := s.admit("fay")["fay"]
+	if r := s.order("fay", secret, "p1", 1, "Idempotency-Key", "fresh-key"); r.status != http.StatusCreated {
+		t.Fatalf("order: %d %s", r.status, r.body)
+	}
+	testenv.WaitFor(t, 10*time.Second, "the OrderCreated event", func() bool { return len(s.received(&waitingroomv1.OrderCreated{})) == 1 })
+
+	raw, err := sql.Open("pgx", s.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// Rows from two hours ago, as if the service had run then.
+	if _, err := raw.Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at, created_at, sent_at)
+		SELECT 'old-' || g, 'order.created', 't', '', now() - interval '2 hours', now() - interval '2 hours', now() - interval '2 hours'
+		FROM generate_series(1, 40) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`INSERT INTO idempotency (user_id, key, status, body, created_at)
+		SELECT 'old-' || g, 'k', 201, '{}'::bytea, now() - interval '2 hours' FROM generate_series(1, 30) g`); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) int {
+		var n int
+		if err := raw.QueryRow(q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	testenv.WaitFor(t, 10*time.Second, "the old rows deleted", func() bool {
+		return count(`SELECT count(*) FROM outbox WHERE event_id LIKE 'old-%'`) == 0 && count(`SELECT count(*) FROM idempotency WHERE user_id LIKE 'old-%'`) == 0
+	})
+	// This hour's order, its event and its key stay.
+	if n := count(`SELECT count(*) FROM outbox`); n != 1 {
+		t.Fatalf("%d outbox rows, want this hour's one OrderCreated", n)
+	}
+	if n := count(`SELECT count(*) FROM idempotency`); n != 1 {
+		t.Fatalf("%d idempotency rows, want this hour's one key", n)
+	}
+	r := s.do(http.MethodGet, "/metrics", "", "", nil)
+	for table, want := range map[string]string{"outbox": "40", "idempotency": "30"} {
+		sample := `waitingroom_orders_retention_deleted_rows_total{table="` + table + `"} ` + want + "\n"
+		if !strings.Contains(string(r.body), sample) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(sample))
+		}
+	}
 }

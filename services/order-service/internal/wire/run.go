@@ -120,6 +120,13 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 			m.reaped.WithLabelValues("abandoned").Add(float64(r.Abandoned))
 		})
 	})
+	wg.Go(func() {
+		order.PruneLoop(work, db, order.Retention{Outbox: cfg.OutboxRetention, IdempotencyKeys: cfg.IdempotencyKeyRetention,
+			Every: cfg.RetentionInterval, Batch: 1000}, log, func(p order.Pruned) {
+			m.pruned.WithLabelValues("outbox").Add(float64(p.Outbox))
+			m.pruned.WithLabelValues("idempotency").Add(float64(p.Idempotency))
+		})
+	})
 	select {
 	case <-ctx.Done():
 		health.Drain()
