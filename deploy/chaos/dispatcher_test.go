@@ -73,10 +73,10 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 
 	nUsers, kills := pick(600, 2000), pick(3, 10)
 	gateway := start(t, "queue-gateway", r.env(nil), true)
-	r.createQueue(gateway.url, 100)
+	r.createQueue(gateway.URL, 100)
 
 	var mu sync.Mutex
-	disp := map[string]*proc{}
+	disp := map[string]*testenv.Service{}
 	n := 0
 	spawn := func(wait bool) {
 		n++
@@ -91,7 +91,7 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 	}
 	users := userNames("u", nUsers)
 	entered := make(chan struct{})
-	go func() { defer close(entered); r.enterAll(gateway.url, users, 400) }()
+	go func() { defer close(entered); r.enterAll(gateway.URL, users, 400) }()
 
 	// Kill the leader every ~1.2 s once issuing started.
 	var killTimes []time.Time
@@ -115,7 +115,7 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 		}
 		before := issuedTotal(t, rdb, r.q)
 		killTimes = append(killTimes, time.Now())
-		p.kill()
+		p.Kill()
 		spawn(false)
 		// Recovered: another replica leads and issues again (unless all are admitted).
 		if eventually(10*time.Second, func() bool {

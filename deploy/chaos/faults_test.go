@@ -72,11 +72,11 @@ func TestRedisRestart(t *testing.T) {
 	gw := start(t, "queue-gateway", r.env(nil), true)
 	ord := start(t, "order-service", r.env(nil), true)
 	disp := start(t, "admission-dispatcher", r.env(nil), true)
-	procs := []*proc{gw, ord, disp}
-	r.createQueue(gw.url, 50)
-	r.createProduct(ord.url, 100)
-	r.enterAll(gw.url, []string{"ann"}, 10)
-	token := r.waitAdmitted(gw.url, "ann", 20*time.Second)["token"].(string)
+	procs := []*testenv.Service{gw, ord, disp}
+	r.createQueue(gw.URL, 50)
+	r.createProduct(ord.URL, 100)
+	r.enterAll(gw.URL, []string{"ann"}, 10)
+	token := r.waitAdmitted(gw.URL, "ann", 20*time.Second)["token"].(string)
 
 	rs.Stop()
 	ok := 0
@@ -86,9 +86,9 @@ func TestRedisRestart(t *testing.T) {
 			what string
 			res  response
 		}{
-			{"enter", r.call(http.MethodPost, gw.url+"/api/v1/queues/"+r.q+"/enter", "ben", "", "", nil)},
-			{"position", r.position(gw.url, "ann")},
-			{"order", r.order(ord.url, "ann", token)},
+			{"enter", r.call(http.MethodPost, gw.URL+"/api/v1/queues/"+r.q+"/enter", "ben", "", "", nil)},
+			{"position", r.position(gw.URL, "ann")},
+			{"order", r.order(ord.URL, "ann", token)},
 		} {
 			if want503(t, c.what, c.res) {
 				ok++
@@ -97,15 +97,15 @@ func TestRedisRestart(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	for _, p := range procs {
-		if !eventually(5*time.Second, func() bool { return readyz(p.url) == http.StatusServiceUnavailable }) {
-			t.Errorf("%s /readyz with Redis down: %d, want 503", p.name, readyz(p.url))
+		if !eventually(5*time.Second, func() bool { return testenv.Readyz(p.URL) == http.StatusServiceUnavailable }) {
+			t.Errorf("%s /readyz with Redis down: %d, want 503", p.Name, testenv.Readyz(p.URL))
 		} else {
 			ok++
 		}
 	}
 	for _, p := range procs {
-		if !p.alive() {
-			t.Fatalf("%s exited with Redis down; log:\n%s", p.name, p.tail())
+		if !p.Alive() {
+			t.Fatalf("%s exited with Redis down; log:\n%s", p.Name, p.Tail())
 		}
 	}
 
@@ -113,30 +113,30 @@ func TestRedisRestart(t *testing.T) {
 	rs.Start()
 	recovered := 0
 	for _, p := range procs {
-		if eventually(15*time.Second, func() bool { return readyz(p.url) == http.StatusOK }) {
+		if eventually(15*time.Second, func() bool { return testenv.Readyz(p.URL) == http.StatusOK }) {
 			recovered++
 		} else {
-			t.Errorf("%s /readyz after Redis came back: %d; log:\n%s", p.name, readyz(p.url), p.tail())
+			t.Errorf("%s /readyz after Redis came back: %d; log:\n%s", p.Name, testenv.Readyz(p.URL), p.Tail())
 		}
 	}
 	gap := time.Since(back)
-	r.createQueue(gw.url, 50)
-	if res := r.call(http.MethodPost, gw.url+"/api/v1/queues/"+r.q+"/enter", "cat", "", "", nil); res.status != http.StatusOK {
+	r.createQueue(gw.URL, 50)
+	if res := r.call(http.MethodPost, gw.URL+"/api/v1/queues/"+r.q+"/enter", "cat", "", "", nil); res.status != http.StatusOK {
 		t.Fatalf("enter after Redis came back: %d %v", res.status, res.body)
 	}
 	ok++
-	tok := r.waitAdmitted(gw.url, "cat", 20*time.Second)["token"].(string)
-	if res := r.order(ord.url, "cat", tok); res.status != http.StatusCreated {
-		t.Fatalf("order after Redis came back: %d %v\n%s", res.status, res.body, ord.tail())
+	tok := r.waitAdmitted(gw.URL, "cat", 20*time.Second)["token"].(string)
+	if res := r.order(ord.URL, "cat", tok); res.status != http.StatusCreated {
+		t.Fatalf("order after Redis came back: %d %v\n%s", res.status, res.body, ord.Tail())
 	}
 	ok++
-	if res := r.position(gw.url, "ann"); res.status != http.StatusOK {
+	if res := r.position(gw.URL, "ann"); res.status != http.StatusOK {
 		t.Fatalf("position after Redis came back: %d %v", res.status, res.body)
 	}
 	ok++
 	for _, p := range procs {
-		if !p.alive() {
-			t.Fatalf("%s exited; log:\n%s", p.name, p.tail())
+		if !p.Alive() {
+			t.Fatalf("%s exited; log:\n%s", p.Name, p.Tail())
 		}
 	}
 	summary(t, "redis-restart", ok, 0, 0, recovered, gap)
@@ -162,10 +162,10 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 	ord := start(t, "order-service", orderEnv, true)
 	start(t, "admission-dispatcher", r.env(nil), true)
 	n := pick(12, 60)
-	r.createQueue(gw.url, 100)
-	r.createProduct(ord.url, 10*n)
+	r.createQueue(gw.URL, 100)
+	r.createProduct(ord.URL, 10*n)
 	users := userNames("k", n)
-	toks := r.admitAll(gw.url, users)
+	toks := r.admitAll(gw.URL, users)
 	ids := map[string]string{}
 	for _, u := range users {
 		ids[u] = tokenID(t, r, u)
@@ -175,11 +175,11 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, u := range users {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = r.order(ord.url, u, toks[u][0]) }()
+		go func() { defer wg.Done(); _ = r.order(ord.URL, u, toks[u][0]) }()
 	}
 	time.Sleep(150 * time.Millisecond)
 	killed := time.Now()
-	ord.kill()
+	ord.Kill()
 	wg.Wait()
 	pgProxy.Restore()
 	ord2 := start(t, "order-service", orderEnv, true)
@@ -187,7 +187,7 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 	// Settled: each token is ordered xor back in the user's hands.
 	type outcome struct{ ordered, admitted bool }
 	state := func(u string) outcome {
-		p := r.position(gw.url, u)
+		p := r.position(gw.URL, u)
 		return outcome{ordersFor(t, db, ids[u]) > 0, p.status == http.StatusOK && p.body["state"] == "ADMITTED" && p.body["token"] == toks[u][0]}
 	}
 	settled := eventually(20*time.Second, func() bool {
@@ -214,13 +214,13 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 			back = append(back, u)
 		default:
 			lost++
-			t.Errorf("%s: neither ordered nor restored: %v", u, r.position(gw.url, u).body)
+			t.Errorf("%s: neither ordered nor restored: %v", u, r.position(gw.URL, u).body)
 		}
 	}
 	// The restored tokens order.
 	reordered := 0
 	for _, u := range back {
-		if res := r.order(ord2.url, u, toks[u][0]); res.status == http.StatusCreated {
+		if res := r.order(ord2.URL, u, toks[u][0]); res.status == http.StatusCreated {
 			reordered++
 		} else {
 			t.Errorf("order by %s with its restored token: %d %v", u, res.status, res.body)
@@ -255,10 +255,10 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 	ord := start(t, "order-service", r.env(map[string]string{"ORDER_TX_TIMEOUT": "1s"}), true)
 	start(t, "admission-dispatcher", r.env(nil), true)
 	n := pick(20, 100)
-	r.createQueue(gw.url, 100)
-	r.createProduct(ord.url, 10*n)
+	r.createQueue(gw.URL, 100)
+	r.createProduct(ord.URL, 10*n)
 	users := userNames("p", n)
-	toks := r.admitAll(gw.url, users)
+	toks := r.admitAll(gw.URL, users)
 	ids := map[string]string{}
 	for _, u := range users {
 		ids[u] = tokenID(t, r, u)
@@ -272,7 +272,7 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := r.order(ord.url, u, toks[u][0])
+			res := r.order(ord.URL, u, toks[u][0])
 			if res.status != http.StatusServiceUnavailable || res.header.Get("Retry-After") == "" {
 				t.Errorf("order by %s with the database cut: %d %v", u, res.status, res.body)
 			}
@@ -289,7 +289,7 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 	}
 	restored := 0
 	for _, u := range users {
-		adm := r.waitAdmitted(gw.url, u, 20*time.Second)
+		adm := r.waitAdmitted(gw.URL, u, 20*time.Second)
 		if adm["token"] == toks[u][0] {
 			restored++
 		} else {
@@ -317,7 +317,7 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 	recovered, dup := 0, 0
 	for _, u := range users {
 		var st int
-		eventually(20*time.Second, func() bool { st = r.order(ord.url, u, toks[u][0]).status; return st != http.StatusServiceUnavailable })
+		eventually(20*time.Second, func() bool { st = r.order(ord.URL, u, toks[u][0]).status; return st != http.StatusServiceUnavailable })
 		if st == http.StatusCreated {
 			recovered++
 		} else {

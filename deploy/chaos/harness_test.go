@@ -2,18 +2,12 @@ package chaos
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,95 +47,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// binaries builds every service once per test binary.
-func binaries(t testing.TB) string { return testenv.BuildServices(t) }
-
-// proc is a service process; it is stopped by PID at cleanup, even when the test fails.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  *os.File
-	url  string
-	done chan struct{}
-}
-
-func start(t *testing.T, name string, env map[string]string, waitReady bool) *proc {
+// start runs a service binary on a free port; with waitReady, it returns
+// once the service is ready. Drills kill services, so how one ends is not
+// checked at cleanup.
+func start(t *testing.T, name string, env map[string]string, waitReady bool) *testenv.Service {
 	t.Helper()
-	port := testenv.FreePort(t)
-	logf, err := os.CreateTemp(t.TempDir(), name+"-*.log")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binaries(t), name))
-	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+fmt.Sprint(port), "LOG_LEVEL=debug")
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logf, url: fmt.Sprintf("http://127.0.0.1:%d", port), done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.stop)
-	if waitReady {
-		deadline := time.Now().Add(60 * time.Second)
-		for readyz(p.url) != http.StatusOK {
-			if time.Now().After(deadline) || !p.alive() {
-				t.Fatalf("%s not ready within 60s; log:\n%s", name, p.tail())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return p
-}
-
-func readyz(url string) int {
-	c := http.Client{Timeout: 2 * time.Second}
-	res, err := c.Get(url + "/readyz")
-	if err != nil {
-		return 0
-	}
-	res.Body.Close()
-	return res.StatusCode
-}
-
-func (p *proc) alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// kill is a crash: SIGKILL to the process group, then wait for the exit.
-func (p *proc) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// stop sends SIGTERM, and SIGKILL after 8 s.
-func (p *proc) stop() {
-	if !p.alive() {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(8 * time.Second):
-		p.kill()
-	}
-}
-
-func (p *proc) tail() string {
-	b, _ := os.ReadFile(p.log.Name())
-	lines := strings.Split(string(b), "\n")
-	if len(lines) > 40 {
-		lines = lines[len(lines)-40:]
-	}
-	return strings.Join(lines, "\n")
+	return testenv.StartService(t, name, testenv.ServiceOptions{Env: env, NoWait: !waitReady})
 }
 
 // rig is one drill's names and connection strings.
@@ -265,69 +176,39 @@ type event struct {
 	msg            proto.Message
 }
 
-// listener is a durable quorum queue bound to every routing key of the
-// drill's exchange, declared before the run.
-type listener struct {
-	mu     sync.Mutex
-	events []event
-}
+// listener records every event of the drill's exchange through a durable
+// quorum queue bound to every routing key, declared before the run.
+type listener struct{ *testenv.Listener }
 
 func (r *rig) listen(url string) *listener {
-	l := &listener{}
 	conn, err := broker.New(url, broker.Options{Exchange: r.exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second})
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	spec := broker.QueueSpec{Name: r.exchange + ".listener", Bindings: []string{"#"}, Quorum: true}
-	go func() {
-		defer close(done)
-		_ = conn.Consume(ctx, spec, func(_ context.Context, d broker.Delivery) broker.Result {
-			var m proto.Message
-			switch d.RoutingKey {
-			case events.RoutingKeyTokenIssued:
-				m = &v1.TokenIssued{}
-			case events.RoutingKeyOrderCreated:
-				m = &v1.OrderCreated{}
-			case events.RoutingKeyOrderFailed:
-				m = &v1.OrderFailed{}
-			case events.RoutingKeyTokenRestored:
-				m = &v1.TokenRestored{}
-			}
-			if m != nil {
-				if err := proto.Unmarshal(d.Body, m); err != nil {
-					m = nil
-				}
-			}
-			l.mu.Lock()
-			l.events = append(l.events, event{key: d.RoutingKey, messageID: d.MessageID, msg: m})
-			l.mu.Unlock()
-			return broker.Ack
-		})
-	}()
-	r.t.Cleanup(func() { cancel(); <-done; _ = conn.Close() })
-	rctx, rcancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer rcancel()
-	if err := conn.Ready(rctx); err != nil {
-		r.t.Fatal(err)
-	}
-	if err := conn.Declare(rctx, spec); err != nil {
-		r.t.Fatal(err)
-	}
-	return l
+	r.t.Cleanup(func() { _ = conn.Close() }) // after the listener's own cleanup
+	return &listener{testenv.Listen(r.t, conn, broker.QueueSpec{Name: r.exchange + ".listener", Bindings: []string{"#"}, Quorum: true})}
 }
 
-// byKey returns a copy of the deliveries with routing key k.
+// byKey returns the deliveries with routing key k, decoded.
 func (l *listener) byKey(k string) []event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []event
-	for _, e := range l.events {
-		if e.key == k {
-			out = append(out, e)
+	for _, d := range l.Keyed(k) {
+		var m proto.Message
+		switch k {
+		case events.RoutingKeyTokenIssued:
+			m = &v1.TokenIssued{}
+		case events.RoutingKeyOrderCreated:
+			m = &v1.OrderCreated{}
+		case events.RoutingKeyOrderFailed:
+			m = &v1.OrderFailed{}
+		case events.RoutingKeyTokenRestored:
+			m = &v1.TokenRestored{}
 		}
+		if m != nil && proto.Unmarshal(d.Body, m) != nil {
+			m = nil
+		}
+		out = append(out, event{key: d.RoutingKey, messageID: d.MessageID, msg: m})
 	}
 	return out
 }

@@ -136,8 +136,8 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	gw := start(t, "queue-gateway", r.env(nil), true)
 	ord := start(t, "order-service", r.env(nil), true)
 	start(t, "admission-dispatcher", r.env(nil), true)
-	r.createQueue(gw.url, 50)
-	r.createProduct(ord.url, stock)
+	r.createQueue(gw.URL, 50)
+	r.createProduct(ord.URL, stock)
 	users := userNames("b", nUsers)
 
 	// Each user orders as soon as a token is in Redis, retrying 503s.
@@ -155,7 +155,7 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				res := r.order(ord.url, u, tok)
+				res := r.order(ord.URL, u, tok)
 				switch {
 				case res.status == http.StatusCreated:
 					mu.Lock()
@@ -178,7 +178,7 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 		}()
 	}
 	entered := make(chan struct{})
-	go func() { defer close(entered); r.enterAll(gw.url, users, 50) }()
+	go func() { defer close(entered); r.enterAll(gw.URL, users, 50) }()
 
 	if !eventually(60*time.Second, func() bool { return issuedTotal(t, rdb, r.q) >= nUsers/2 }) {
 		t.Fatalf("issued %d, want %d before the restart", issuedTotal(t, rdb, r.q), nUsers/2)

@@ -23,7 +23,7 @@ type browserSystem struct {
 	// gateway serves the page with the notification stream; pollingGateway
 	// serves it with a stream address nothing listens on, so the page has to
 	// fall back to polling.
-	gateway, pollingGateway, order, dispatcher, notify *proc
+	gateway, pollingGateway, order, dispatcher, notify *testenv.Service
 	// db is between the order-service and PostgreSQL, to cut.
 	db *testenv.Proxy
 }
@@ -124,7 +124,7 @@ func (s *browserSystem) call(method, url, user, role string, body any) (int, map
 // queue creates (201) or changes (200) a queue's knobs.
 func (s *browserSystem) queue(q string, knobs map[string]any) {
 	s.t.Helper()
-	st, v := s.call(http.MethodPut, s.gateway.url+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, knobs)
+	st, v := s.call(http.MethodPut, s.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, knobs)
 	if st != http.StatusCreated && st != http.StatusOK {
 		s.t.Fatalf("queue %s %v: %d %v", q, knobs, st, v)
 	}
@@ -132,7 +132,7 @@ func (s *browserSystem) queue(q string, knobs map[string]any) {
 
 func (s *browserSystem) product(q, id, name string, stock, priceCents int) {
 	s.t.Helper()
-	st, v := s.call(http.MethodPut, s.order.url+"/admin/v1/products/"+id, "ops", auth.RoleAdmin,
+	st, v := s.call(http.MethodPut, s.order.URL+"/admin/v1/products/"+id, "ops", auth.RoleAdmin,
 		map[string]any{"queueId": q, "name": name, "stock": stock, "priceCents": priceCents})
 	if st != http.StatusCreated {
 		s.t.Fatalf("product %s: %d %v", id, st, v)
@@ -142,7 +142,7 @@ func (s *browserSystem) product(q, id, name string, stock, priceCents int) {
 // enter puts user in line through the API and returns the position.
 func (s *browserSystem) enter(q, user string) int {
 	s.t.Helper()
-	st, v := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+q+"/enter", user, "", nil)
+	st, v := s.call(http.MethodPost, s.gateway.URL+"/api/v1/queues/"+q+"/enter", user, "", nil)
 	if st != http.StatusOK || v["state"] != "WAITING" {
 		s.t.Fatalf("enter %s as %s: %d %v", q, user, st, v)
 	}
@@ -152,7 +152,7 @@ func (s *browserSystem) enter(q, user string) int {
 // position is user's standing as the gateway tells it.
 func (s *browserSystem) position(q, user string) map[string]any {
 	s.t.Helper()
-	st, v := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+q+"/position", user, "", nil)
+	st, v := s.call(http.MethodGet, s.gateway.URL+"/api/v1/queues/"+q+"/position", user, "", nil)
 	if st != http.StatusOK {
 		s.t.Fatalf("position of %s in %s: %d %v", user, q, st, v)
 	}

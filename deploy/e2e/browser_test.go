@@ -29,7 +29,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
 		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling} {
-			sys.call(http.MethodDelete, sys.gateway.url+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
+			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
 	t.Logf("services and browser up in %s", time.Since(began).Round(time.Millisecond))
@@ -78,7 +78,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		}
 	}
 	const buyer = "shopper-happy"
-	tb := openTab(t, browser, "happy", s.gateway.url+"/q/"+q)
+	tb := openTab(t, browser, "happy", s.gateway.URL+"/q/"+q)
 	tb.signIn(buyer)
 	tb.shot("signed-in")
 	tb.click("enter")
@@ -124,7 +124,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 			}
 		}
 		for _, u := range waiting[:max(0, len(waiting)-1)] {
-			if st, v := s.call(http.MethodDelete, s.gateway.url+"/api/v1/queues/"+q+"/position", u, "", nil); st != http.StatusNoContent {
+			if st, v := s.call(http.MethodDelete, s.gateway.URL+"/api/v1/queues/"+q+"/position", u, "", nil); st != http.StatusNoContent {
 				t.Fatalf("%s leaves: %d %v", u, st, v)
 			}
 		}
@@ -173,7 +173,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("after ordering: %v", st)
 	}
 	tb.shot("confirmed")
-	code, order := s.call(http.MethodGet, s.order.url+"/api/v1/orders/"+st.OrderID, buyer, "", nil)
+	code, order := s.call(http.MethodGet, s.order.URL+"/api/v1/orders/"+st.OrderID, buyer, "", nil)
 	if code != http.StatusOK || order["quantity"] != 2.0 || order["productId"] != "tee" || order["queueId"] != q || order["status"] != "CREATED" {
 		t.Fatalf("GET order %s as %s: %d %v", st.OrderID, buyer, code, order)
 	}
@@ -201,7 +201,7 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 	if err != nil {
 		t.Fatal(err)
 	}
-	tb := openTab(t, browser, "full", s.gateway.url+"/?queue="+q+"#token="+jwt)
+	tb := openTab(t, browser, "full", s.gateway.URL+"/?queue="+q+"#token="+jwt)
 	st := tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.EnterDisabled })
 	if st.Shown["identity"] || st.Status != "You are not in line yet." {
 		t.Fatalf("signed in by the shop: %v", st)
@@ -226,7 +226,7 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 func browserExpired(t *testing.T, s *browserSystem, browser context.Context, q string) {
 	s.queue(q, map[string]any{"admissionRatePerSec": 5, "tokenTtlSeconds": 2, "activationSpreadMs": 0})
 	s.product(q, "cap", "Cap", 10, 1500)
-	tb := openTab(t, browser, "expired", s.gateway.url+"/q/"+q)
+	tb := openTab(t, browser, "expired", s.gateway.URL+"/q/"+q)
 	tb.signIn("shopper-expired")
 	tb.click("enter")
 	st := tb.waitFor("the turn", 10*time.Second, func(p pageState) bool { return p.Shown["turn"] })
@@ -263,7 +263,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 	s.product(q, "mug", "Mug", 3, 1250)
 	s.enter(q, "zed")
 	const buyer = "shopper-polling"
-	tb := openTab(t, browser, "polling", s.pollingGateway.url+"/q/"+q)
+	tb := openTab(t, browser, "polling", s.pollingGateway.URL+"/q/"+q)
 	tb.signIn(buyer)
 	tb.click("enter")
 	st := tb.waitFor("place 2", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "2" })
@@ -311,7 +311,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 	tb.shot("token-given-back")
 	tb.click("order")
 	st = tb.waitFor("the order confirmation", 15*time.Second, func(p pageState) bool { return p.Shown["result"] && p.OrderID != "" })
-	if code, order := s.call(http.MethodGet, s.order.url+"/api/v1/orders/"+st.OrderID, buyer, "", nil); code != http.StatusOK || order["quantity"] != 1.0 {
+	if code, order := s.call(http.MethodGet, s.order.URL+"/api/v1/orders/"+st.OrderID, buyer, "", nil); code != http.StatusOK || order["quantity"] != 1.0 {
 		t.Fatalf("GET order %s: %d %v", st.OrderID, code, order)
 	}
 	tb.shot("confirmed")

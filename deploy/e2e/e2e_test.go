@@ -2,12 +2,10 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,17 +21,16 @@ const secret = "e2e-secret-0123456789abcdef-0123456789"
 type system struct {
 	t                          *testing.T
 	q, exchange                string
-	gateway, dispatcher, order *proc
+	gateway, dispatcher, order *testenv.Service
 	ver                        *auth.Verifier
 	pgProxy                    *testenv.Proxy
 
-	mu     sync.Mutex
-	events map[string][]broker.Delivery // by routing key
+	events *testenv.Listener
 }
 
 func newSystem(t *testing.T, cutDatabase bool) *system {
 	id := testenv.ID(t)
-	s := &system{t: t, q: id, exchange: "e2e." + id, events: map[string][]broker.Delivery{}}
+	s := &system{t: t, q: id, exchange: "e2e." + id}
 	var err error
 	if s.ver, err = auth.NewVerifier(secret); err != nil {
 		t.Fatal(err)
@@ -66,46 +63,17 @@ func newSystem(t *testing.T, cutDatabase bool) *system {
 	return s
 }
 
+// listen records every event of the system's exchange from now on.
 func (s *system) listen(url string) {
 	conn, err := broker.New(url, broker.Options{Exchange: s.exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	// Declared (and bound) before anything is published: an event published
-	// to a key nobody is bound to yet would be parked as unrouted.
-	{
-		dctx, dcancel := context.WithTimeout(context.Background(), 15*time.Second)
-		if err := conn.Declare(dctx, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true}); err != nil {
-			dcancel()
-			s.t.Fatalf("declare the test's queue: %v", err)
-		}
-		dcancel()
-	}
-	go func() {
-		defer close(done)
-		_ = conn.Consume(ctx, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true},
-			func(_ context.Context, d broker.Delivery) broker.Result {
-				s.mu.Lock()
-				s.events[d.RoutingKey] = append(s.events[d.RoutingKey], d)
-				s.mu.Unlock()
-				return broker.Ack
-			})
-	}()
-	s.t.Cleanup(func() { cancel(); <-done; _ = conn.Close() })
-	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer rcancel()
-	if err := conn.Ready(rctx); err != nil {
-		s.t.Fatal(err)
-	}
+	s.t.Cleanup(func() { _ = conn.Close() }) // after the listener's own cleanup
+	s.events = testenv.Listen(s.t, conn, broker.QueueSpec{Name: s.exchange + ".listener", Bindings: []string{"#"}, Quorum: true})
 }
 
-func (s *system) count(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.events[key])
-}
+func (s *system) count(key string) int { return len(s.events.Keyed(key)) }
 
 func (s *system) cleanup(url string) {
 	testenv.DeleteAMQPTopology(url, s.exchange, s.exchange+".listener", s.exchange+".order-failed", s.exchange+".order-failed.dlq")
@@ -144,11 +112,11 @@ func (s *system) call(method, url, user, role, entryToken string, body any) (int
 }
 
 func (s *system) setup(stock int) {
-	if st, v := s.call(http.MethodPut, s.gateway.url+"/admin/v1/queues/"+s.q, "ops", "admin", "",
+	if st, v := s.call(http.MethodPut, s.gateway.URL+"/admin/v1/queues/"+s.q, "ops", "admin", "",
 		map[string]any{"admissionRatePerSec": 5, "activationSpreadMs": 0}); st != http.StatusCreated {
 		s.t.Fatalf("create queue: %d %v", st, v)
 	}
-	if st, v := s.call(http.MethodPut, s.order.url+"/admin/v1/products/tee", "ops", "admin", "",
+	if st, v := s.call(http.MethodPut, s.order.URL+"/admin/v1/products/tee", "ops", "admin", "",
 		map[string]any{"queueId": s.q, "name": "Limited tee", "stock": stock, "priceCents": 2500}); st != http.StatusCreated {
 		s.t.Fatalf("create product: %d %v", st, v)
 	}
@@ -158,12 +126,12 @@ func (s *system) setup(stock int) {
 func (s *system) waitAdmitted(user string) map[string]any {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		st, v := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+s.q+"/position", user, "", "", nil)
+		st, v := s.call(http.MethodGet, s.gateway.URL+"/api/v1/queues/"+s.q+"/position", user, "", "", nil)
 		if st == http.StatusOK && v["state"] == "ADMITTED" && v["token"] != nil {
 			return v
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("%s not admitted within 30s: %d %v\ndispatcher log:\n%s", user, st, v, s.dispatcher.tail())
+			s.t.Fatalf("%s not admitted within 30s: %d %v\ndispatcher log:\n%s", user, st, v, s.dispatcher.Tail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -175,7 +143,7 @@ func TestBuyerPathAcrossServices(t *testing.T) {
 	s.setup(3)
 	users := []string{"ann", "ben", "cat", "dov", "eli"}
 	for i, u := range users {
-		st, v := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+s.q+"/enter", u, "", "", nil)
+		st, v := s.call(http.MethodPost, s.gateway.URL+"/api/v1/queues/"+s.q+"/enter", u, "", "", nil)
 		if st != http.StatusOK || (v["state"] != "WAITING" && v["state"] != "ADMITTED") {
 			t.Fatalf("enter %s: %d %v", u, st, v)
 		}
@@ -184,18 +152,18 @@ func TestBuyerPathAcrossServices(t *testing.T) {
 	created, soldOut := 0, 0
 	for _, u := range users {
 		adm := s.waitAdmitted(u)
-		st, v := s.call(http.MethodPost, s.order.url+"/api/v1/orders", u, "", adm["token"].(string),
+		st, v := s.call(http.MethodPost, s.order.URL+"/api/v1/orders", u, "", adm["token"].(string),
 			map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
 		switch {
 		case st == http.StatusCreated && v["status"] == "CREATED":
 			created++
-			if _, p := s.call(http.MethodGet, s.gateway.url+"/api/v1/queues/"+s.q+"/position", u, "", "", nil); p["state"] != "ORDERED" {
+			if _, p := s.call(http.MethodGet, s.gateway.URL+"/api/v1/queues/"+s.q+"/position", u, "", "", nil); p["state"] != "ORDERED" {
 				t.Fatalf("%s after ordering: %v, want ORDERED", u, p["state"])
 			}
 		case st == http.StatusConflict && v["type"] == "sold-out":
 			soldOut++
 		default:
-			t.Fatalf("order by %s: %d %v\norder-service log:\n%s", u, st, v, s.order.tail())
+			t.Fatalf("order by %s: %d %v\norder-service log:\n%s", u, st, v, s.order.Tail())
 		}
 	}
 	if created != 3 || soldOut != 2 {
@@ -215,14 +183,14 @@ func TestDatabaseOutageTokenRestoredByTheDispatcher(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, true)
 	s.setup(5)
-	if st, _ := s.call(http.MethodPost, s.gateway.url+"/api/v1/queues/"+s.q+"/enter", "fay", "", "", nil); st != http.StatusOK {
+	if st, _ := s.call(http.MethodPost, s.gateway.URL+"/api/v1/queues/"+s.q+"/enter", "fay", "", "", nil); st != http.StatusOK {
 		t.Fatalf("enter: %d", st)
 	}
 	adm := s.waitAdmitted("fay")
 	token, expires := adm["token"].(string), adm["expiresAt"].(string)
 
 	s.pgProxy.Cut()
-	st, v := s.call(http.MethodPost, s.order.url+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
+	st, v := s.call(http.MethodPost, s.order.URL+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
 	if st != http.StatusServiceUnavailable {
 		t.Fatalf("order with the database cut: %d %v", st, v)
 	}
@@ -234,7 +202,7 @@ func TestDatabaseOutageTokenRestoredByTheDispatcher(t *testing.T) {
 	s.pgProxy.Restore()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		st, v = s.call(http.MethodPost, s.order.url+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
+		st, v = s.call(http.MethodPost, s.order.URL+"/api/v1/orders", "fay", "", token, map[string]any{"queueId": s.q, "productId": "tee", "quantity": 1})
 		if st == http.StatusCreated {
 			break
 		}

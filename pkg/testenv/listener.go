@@ -53,3 +53,16 @@ func (l *Listener) Of(typ string) []broker.Delivery {
 	}
 	return out
 }
+
+// Keyed returns the deliveries with routing key key, in arrival order.
+func (l *Listener) Keyed(key string) []broker.Delivery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []broker.Delivery
+	for _, d := range l.got {
+		if d.RoutingKey == key {
+			out = append(out, d)
+		}
+	}
+	return out
+}

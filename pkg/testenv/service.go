@@ -1,0 +1,154 @@
+package testenv
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ServiceOptions say how StartService runs a service binary.
+type ServiceOptions struct {
+	// Port is the HTTP port; 0 picks a free one. Give one when other
+	// services need the address before this one runs.
+	Port int
+	// Env is added to the test's environment (HTTP_ADDR and LOG_LEVEL=debug
+	// are set already).
+	Env map[string]string
+	// NoWait returns as soon as the process runs, instead of when /readyz
+	// answers 200.
+	NoWait bool
+	// StrictExit makes the test fail when, at cleanup, the process does not
+	// exit 0 within the grace period of SIGTERM: a graceful shutdown is part
+	// of what the test checks.
+	StrictExit bool
+}
+
+// Service is a service binary (from BuildServices) running as a process of
+// its own process group. It is stopped at cleanup, even when the test fails.
+type Service struct {
+	Name string
+	URL  string // http://127.0.0.1:port
+
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error // the exit, once done is closed
+}
+
+// serviceGrace is how long Stop waits after SIGTERM before SIGKILL; above
+// the services' default 15 s shutdown timeout.
+const serviceGrace = 20 * time.Second
+
+// StartService builds the services (once per test binary) and starts name;
+// unless o.NoWait, it returns once /readyz answers 200, and fails the test
+// with the log's tail if that takes over a minute or the process exits.
+func StartService(t testing.TB, name string, o ServiceOptions) *Service {
+	t.Helper()
+	port := o.Port
+	if port == 0 {
+		port = FreePort(t)
+	}
+	logf, err := os.CreateTemp(t.TempDir(), fmt.Sprintf("%s-%d-*.log", name, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(BuildServices(t), name))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "LOG_LEVEL=debug")
+	for k, v := range o.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		t.Fatal(err)
+	}
+	s := &Service{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logf.Name(), done: make(chan struct{})}
+	go func() {
+		s.err = cmd.Wait()
+		_ = logf.Close()
+		close(s.done)
+	}()
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil && o.StrictExit {
+			t.Errorf("%s: %v; log:\n%s", name, err, s.Tail())
+		}
+	})
+	if o.NoWait {
+		return s
+	}
+	deadline := time.Now().Add(time.Minute)
+	for Readyz(s.URL) != http.StatusOK {
+		if !s.Alive() {
+			t.Fatalf("%s exited before it was ready (%v); log:\n%s", name, s.err, s.Tail())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within a minute; log:\n%s", name, s.Tail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return s
+}
+
+// Readyz is the status /readyz answers at url, or 0 when nothing answers.
+func Readyz(url string) int {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get(url + "/readyz")
+	if err != nil {
+		return 0
+	}
+	_ = res.Body.Close()
+	return res.StatusCode
+}
+
+// Alive reports whether the process still runs.
+func (s *Service) Alive() bool {
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill is a crash: SIGKILL to the process group, then wait for the exit.
+func (s *Service) Kill() {
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.done
+}
+
+// Stop sends SIGTERM and waits; after the grace period it kills. The error
+// says how the process ended when that was not a clean exit 0 on SIGTERM.
+// Stopping a process that already ended returns nil.
+func (s *Service) Stop() error {
+	if !s.Alive() {
+		return nil
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.done:
+		if s.err != nil {
+			return fmt.Errorf("exited with %v after SIGTERM", s.err)
+		}
+		return nil
+	case <-time.After(serviceGrace):
+		s.Kill()
+		return fmt.Errorf("did not stop within %s of SIGTERM", serviceGrace)
+	}
+}
+
+// Tail is the last 40 lines of the process's output.
+func (s *Service) Tail() string {
+	b, _ := os.ReadFile(s.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
+}
