@@ -55,8 +55,8 @@ export REDIS_URL="redis://127.0.0.1:$RP/0"
 say "private redis on $RP"
 
 # gateway on a free port, dev auth, no per-IP limit
-GP=$(freeport); GW=http://127.0.0.1:$GP
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
+GP=$(freeport); GW=http://127.0.0.1:$GP; PPROF=127.0.0.1:$(freeport)
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP PPROF_ADDR=$PPROF "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
@@ -102,24 +102,36 @@ rb_zrank=$(redis-benchmark -p "$RP" -c "$WRK_C" -n "$RBN" -q ZRANK 'wr:{gw}:wait
 ev_rps=$(sed -E 's/.*: ([0-9.]+) requests per second.*/\1/' <<<"$rb_eval")
 zr_rps=$(sed -E 's/.*: ([0-9.]+) requests per second.*/\1/' <<<"$rb_zrank")
 
-# ---------------------------------------------------------------- 2. pprof of the position path
-say "pprof: BenchmarkPosition (client side of the position path)"
-PT=3s; [[ $QUICK == 1 ]] && PT=1s
-go test -run '^$' -bench 'BenchmarkPosition$' -benchtime $PT -cpuprofile "$W/cpu.out" -o "$W/redisstore.test" ./pkg/redisstore/ >"$W/pprof-bench.txt" 2>&1
-go tool pprof -top -nodecount 15 "$W/redisstore.test" "$W/cpu.out" >"$W/pprof-top.txt" 2>/dev/null
-go tool pprof -top -cum -nodecount 25 "$W/redisstore.test" "$W/cpu.out" >"$W/pprof-cum.txt" 2>/dev/null
-go tool pprof -top -cum -nodecount 100 "$W/redisstore.test" "$W/cpu.out" >"$W/pprof-cum-all.txt" 2>/dev/null
-# the gateway process itself under wrk position load: sampled with perf if available (no /debug/pprof route)
+# ---------------------------------------------------------------- 2. pprof of the gateway under position load
+PT=5; [[ $QUICK == 1 ]] && PT=3
 gw_cpu_note=""
 if have wrk; then
+  say "pprof: the gateway process (PPROF_ADDR) under a ${PT} s position load"
+  rpid=$(pgrep -f "redis-server 127.0.0.1:$RP" | head -1)
   t0=$(awk '{print $14+$15}' /proc/$GWPID/stat)
-  rt0=$(awk '{print $14+$15}' /proc/$(pgrep -f "redis-server 127.0.0.1:$RP" | head -1)/stat 2>/dev/null || echo 0)
-  TOKENS=$W/tokens-waiting.txt METHOD=GET WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d5s -s deploy/bench/tokens.lua "$GW/api/v1/queues/gw/position" >"$W/wrk-cpu.txt" 2>&1
+  rt0=$(awk '{print $14+$15}' /proc/$rpid/stat 2>/dev/null || echo 0)
+  curl -fsS "http://$PPROF/debug/pprof/profile?seconds=$PT" -o "$W/cpu.out" & cpid=$!
+  TOKENS=$W/tokens-waiting.txt METHOD=GET WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d${PT}s -s deploy/bench/tokens.lua "$GW/api/v1/queues/gw/position" >"$W/wrk-cpu.txt" 2>&1
+  wait $cpid
   t1=$(awk '{print $14+$15}' /proc/$GWPID/stat)
-  rt1=$(awk '{print $14+$15}' /proc/$(pgrep -f "redis-server 127.0.0.1:$RP" | head -1)/stat 2>/dev/null || echo 0)
+  rt1=$(awk '{print $14+$15}' /proc/$rpid/stat 2>/dev/null || echo 0)
   hz=$(getconf CLK_TCK)
-  gw_cpu_note="During a 5 s position run the gateway used $(calc "round(($t1-$t0)/$hz/5*100)") % CPU and redis-server $(calc "round(($rt1-$rt0)/$hz/5*100)") % (of 200 % on 2 cores); wrk took the rest."
+  gw_cpu_note="During a ${PT} s position run the gateway used $(calc "round(($t1-$t0)/$hz/$PT*100)") % CPU and redis-server $(calc "round(($rt1-$rt0)/$hz/$PT*100)") % (of 200 % on 2 cores); wrk took the rest."
+  PBIN=$W/bin/queue-gateway
+  prof_how="the running gateway, through its profiling port: \`curl http://\$PPROF_ADDR/debug/pprof/profile?seconds=$PT\` while
+\`wrk -c$WRK_C\` ran GET position (line of $waiting) for the same ${PT} s, then \`go tool pprof -top\`."
+  prof_head="wrk during the profile: $(awk '/Requests\/sec/ {print $2}' "$W/wrk-cpu.txt") requests/s"
+else
+  say "pprof: BenchmarkPosition (wrk missing: the store benchmark stands in for the gateway)"
+  go test -run '^$' -bench 'BenchmarkPosition$' -benchtime ${PT}s -cpuprofile "$W/cpu.out" -o "$W/redisstore.test" ./pkg/redisstore/ >"$W/pprof-bench.txt" 2>&1
+  PBIN=$W/redisstore.test
+  prof_how="wrk is missing, so this is the position path's Go side in the store benchmark:
+\`go test -run '^\$' -bench 'BenchmarkPosition\$' -benchtime ${PT}s -cpuprofile cpu.out ./pkg/redisstore/\` (64 parallel callers, line of 10,000)."
+  prof_head=$(grep -E '^Benchmark' "$W/pprof-bench.txt")
 fi
+go tool pprof -top -nodecount 15 "$PBIN" "$W/cpu.out" >"$W/pprof-top.txt" 2>/dev/null
+go tool pprof -top -cum -nodecount 25 "$PBIN" "$W/cpu.out" >"$W/pprof-cum.txt" 2>/dev/null
+go tool pprof -top -cum -nodecount 100 "$PBIN" "$W/cpu.out" >"$W/pprof-cum-all.txt" 2>/dev/null
 kill $GWPID 2>/dev/null; wait $GWPID 2>/dev/null
 
 # ---------------------------------------------------------------- 3. Redis memory per waiting user
@@ -333,12 +345,10 @@ ${gw_cpu_note}
 
 ## 2. Where the time goes (pprof)
 
-The gateway has no /debug/pprof route, so the profile is of the position path's
-Go side: \`go test -run '^\$' -bench 'BenchmarkPosition\$' -benchtime $PT -cpuprofile cpu.out ./pkg/redisstore/\`
-(64 parallel callers, line of 10,000), then \`go tool pprof -top\`.
+The profile is of ${prof_how}
 
 \`\`\`
-$(grep -E '^Benchmark' "$W/pprof-bench.txt")
+${prof_head}
 $(sed -n '1,22p' "$W/pprof-top.txt" | grep -v '^File\|^Type\|^Time\|^Build\|^Showing')
 \`\`\`
 

@@ -37,13 +37,20 @@ type Auth struct {
 	DevMode bool `env:"AUTH_DEV_MODE" envDefault:"false"`
 }
 
-// Log configures the process logger.
+// Log configures the process logger and the diagnostics next to it.
 type Log struct {
 	Level string `env:"LOG_LEVEL" envDefault:"info"`
+	// PprofAddr, when set, serves net/http/pprof's /debug/pprof/ on this
+	// address, apart from the service's port so it is never exposed with
+	// the API: 127.0.0.1:6060 and kubectl port-forward, for example.
+	PprofAddr string `env:"PPROF_ADDR"`
 }
 
 // LogLevel is the configured LOG_LEVEL.
 func (l Log) LogLevel() string { return l.Level }
+
+// PprofAddress is the configured PPROF_ADDR; empty means off.
+func (l Log) PprofAddress() string { return l.PprofAddr }
 
 // Load fills cfg (a pointer to a struct) from the environment and runs its
 // Validate method when it has one.

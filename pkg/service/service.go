@@ -4,11 +4,16 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/logging"
@@ -31,10 +36,12 @@ func Main(name string, run func(context.Context) error) {
 type Configured[C any] interface {
 	*C
 	LogLevel() string
+	PprofAddress() string
 }
 
 // Run loads C from the environment, builds the service's JSON logger (and
-// routes go-redis's own log lines to it), then calls serve.
+// routes go-redis's own log lines to it), starts the profiling server when
+// PPROF_ADDR is set, then calls serve.
 func Run[C any, P Configured[C]](ctx context.Context, name string, serve func(context.Context, C, *slog.Logger) error) error {
 	var cfg C
 	if err := config.Load(P(&cfg)); err != nil {
@@ -45,5 +52,38 @@ func Run[C any, P Configured[C]](ctx context.Context, name string, serve func(co
 		return err
 	}
 	redisstore.SetLogger(log)
+	if addr := P(&cfg).PprofAddress(); addr != "" {
+		stop, err := servePprof(addr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	return serve(ctx, cfg, log)
+}
+
+// servePprof serves /debug/pprof/ on addr until stop is called. The
+// listener is bound before it returns, so a taken port fails the start.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("PPROF_ADDR: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// No write timeout: a CPU profile or trace streams for its ?seconds=.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("pprof server stopped", "err", err)
+		}
+	}()
+	log.Warn("profiling endpoints are served; keep PPROF_ADDR off public networks", "addr", ln.Addr().String())
+	return func() { _ = srv.Close(); <-done }, nil
 }
