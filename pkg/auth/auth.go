@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	lru "github.com/hashicorp/golang-lru/v2"
 )
 
 // DevSecret is the fixed, public key used when AUTH_DEV_MODE is on and no
@@ -54,29 +55,88 @@ func ValidUserID(id string) bool { return userIDPattern.MatchString(id) }
 type Verifier struct {
 	secret []byte
 	parser *jwt.Parser
+	// cache holds tokens that verified, until they expire: a waiting user
+	// polls with the same token every few seconds, and the signature and
+	// claims check is a sixth of the gateway's CPU on the position path.
+	cache *lru.Cache[string, verified]
+	now   func() time.Time
+}
+
+// verified is a cached verification: the principal and the instant
+// (expiry plus leeway) after which the token is refused again.
+type verified struct {
+	p     Principal
+	until time.Time
+}
+
+// leeway is the clock skew allowed on exp, iat and nbf.
+const leeway = 5 * time.Second
+
+// Option configures a Verifier.
+type Option func(*Verifier) error
+
+// WithCache remembers up to size verified tokens (least recently used go
+// first), so a token seen again skips the HMAC and the claims parsing until
+// it expires. 0 turns the cache off. Only tokens that passed every check
+// are cached, keyed by the whole token, so a forged or altered token can
+// never hit.
+func WithCache(size int) Option {
+	return func(v *Verifier) error {
+		if size < 0 {
+			return fmt.Errorf("auth: cache size must not be negative, got %d", size)
+		}
+		if size == 0 {
+			v.cache = nil
+			return nil
+		}
+		c, err := lru.New[string, verified](size)
+		if err != nil {
+			return fmt.Errorf("auth: cache: %w", err)
+		}
+		v.cache = c
+		return nil
+	}
+}
+
+// withClock replaces the clock the cache compares expiries with (tests).
+func withClock(now func() time.Time) Option {
+	return func(v *Verifier) error { v.now = now; return nil }
 }
 
 // NewVerifier returns a Verifier for the HS256 secret. A secret shorter than
 // MinSecretBytes is refused: HS256 with a short key is guessable offline.
-func NewVerifier(secret string) (*Verifier, error) {
+func NewVerifier(secret string, opts ...Option) (*Verifier, error) {
 	if len(secret) < MinSecretBytes {
 		return nil, fmt.Errorf("auth: secret must be at least %d bytes, got %d", MinSecretBytes, len(secret))
 	}
-	return &Verifier{
-		secret: []byte(secret),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(5*time.Second),
-		),
-	}, nil
+	v := &Verifier{secret: []byte(secret), now: time.Now}
+	for _, o := range opts {
+		if err := o(v); err != nil {
+			return nil, err
+		}
+	}
+	v.parser = jwt.NewParser(
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(leeway),
+		jwt.WithTimeFunc(v.now),
+	)
+	return v, nil
 }
 
 // Verify parses and checks a raw token and returns its principal.
 func (v *Verifier) Verify(raw string) (Principal, error) {
 	if raw == "" {
 		return Principal{}, ErrMissingToken
+	}
+	if v.cache != nil {
+		if hit, ok := v.cache.Get(raw); ok {
+			if v.now().Before(hit.until) {
+				return hit.p, nil
+			}
+			v.cache.Remove(raw) // expired: the full check below refuses it
+		}
 	}
 	var claims Claims
 	_, err := v.parser.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return v.secret, nil })
@@ -86,7 +146,12 @@ func (v *Verifier) Verify(raw string) (Principal, error) {
 	if !ValidUserID(claims.Subject) {
 		return Principal{}, fmt.Errorf("%w: sub is not a valid user id", ErrInvalidToken)
 	}
-	return Principal{UserID: claims.Subject, Role: claims.Role}, nil
+	p := Principal{UserID: claims.Subject, Role: claims.Role}
+	if v.cache != nil {
+		// exp is required, so ExpiresAt is set once the parser accepted it.
+		v.cache.Add(raw, verified{p: p, until: claims.ExpiresAt.Add(leeway)})
+	}
+	return p, nil
 }
 
 // Mint signs a token for userID with the given role and lifetime.

@@ -17,6 +17,9 @@ func CheckConfig(c config.Auth) error {
 	if c.JWTSecret != "" && len(c.JWTSecret) < MinSecretBytes {
 		return fmt.Errorf("AUTH_JWT_SECRET must be at least %d bytes", MinSecretBytes)
 	}
+	if c.CacheSize < 0 {
+		return errors.New("AUTH_CACHE_SIZE must be 0 (off) or positive")
+	}
 	return nil
 }
 
@@ -24,12 +27,12 @@ func CheckConfig(c config.Auth) error {
 // configured secret, else (dev mode) the public dev secret.
 func FromConfig(c config.Auth) (*Verifier, error) {
 	if c.JWTSecret != "" {
-		return NewVerifier(c.JWTSecret)
+		return NewVerifier(c.JWTSecret, WithCache(c.CacheSize))
 	}
 	if !c.DevMode {
 		return nil, errors.New("auth: no AUTH_JWT_SECRET and not in dev mode")
 	}
-	return NewVerifier(DevSecret)
+	return NewVerifier(DevSecret, WithCache(c.CacheSize))
 }
 
 // CheckProxies reports TRUSTED_PROXIES entries that are neither a CIDR nor an IP.

@@ -35,6 +35,10 @@ type Auth struct {
 	JWTSecret string `env:"AUTH_JWT_SECRET" json:"-"`
 	// DevMode enables the token-minting endpoint and a fixed, public secret.
 	DevMode bool `env:"AUTH_DEV_MODE" envDefault:"false"`
+	// CacheSize is how many verified tokens are remembered until they
+	// expire, so a token polled every few seconds is checked by signature
+	// once; 0 turns the cache off.
+	CacheSize int `env:"AUTH_CACHE_SIZE" envDefault:"65536"`
 }
 
 // Log configures the process logger and the diagnostics next to it.
