@@ -66,6 +66,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	id := testenv.ID(t)
 	r := &rig{t: t, q: id, exchange: "chaos." + id}
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), r.q)
 	var err error
 	if r.ver, err = auth.NewVerifier(secret); err != nil {
 		t.Fatal(err)

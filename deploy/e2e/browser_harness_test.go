@@ -33,6 +33,7 @@ type browserQueues struct{ happy, full, expired, polling string }
 
 func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	t.Helper()
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), qs.happy, qs.full, qs.expired, qs.polling)
 	ver, err := auth.NewVerifier(auth.DevSecret)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ type system struct {
 func newSystem(t *testing.T, cutDatabase bool) *system {
 	id := testenv.ID(t)
 	s := &system{t: t, q: id, exchange: "e2e." + id}
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), s.q)
 	var err error
 	if s.ver, err = auth.NewVerifier(secret); err != nil {
 		t.Fatal(err)
