@@ -38,7 +38,7 @@ type Auth struct {
 	// CacheSize is how many verified tokens are remembered until they
 	// expire, so a token polled every few seconds is checked by signature
 	// once; 0 turns the cache off.
-	CacheSize int `env:"AUTH_CACHE_SIZE" envDefault:"65536"`
+	CacheSize int `env:"AUTH_CACHE_SIZE" envDefault:"131072"`
 }
 
 // Log configures the process logger and the diagnostics next to it.
