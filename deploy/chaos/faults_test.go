@@ -35,6 +35,36 @@ func tokenID(t *testing.T, r *rig, user string) string {
 	return id
 }
 
+// cuttableDatabase gives the rig's order-service a fresh database behind a
+// proxy the drill can cut; direct is the database's own URL, for checks.
+func (r *rig) cuttableDatabase(t *testing.T) (direct string, proxy *testenv.Proxy) {
+	direct = testenv.PostgresURL(t)
+	proxy = testenv.StartProxy(t, testenv.PostgresAddr(t, direct))
+	r.dbURL = testenv.PostgresURLVia(t, direct, proxy.Addr())
+	return direct, proxy
+}
+
+// startBuyers starts a gateway, an order-service with orderEnv and a
+// dispatcher, opens the rig's queue at 100/s with stock for ten orders per
+// buyer, and admits n buyers named prefix0000 and on: their tokens (as
+// admitAll returns them) and entry token ids, by user.
+func (r *rig) startBuyers(t *testing.T, orderEnv map[string]string, prefix string, n int) (
+	gw, ord *testenv.Service, users []string, toks map[string][2]string, ids map[string]string,
+) {
+	gw = start(t, "queue-gateway", r.env(nil), true)
+	ord = start(t, "order-service", orderEnv, true)
+	start(t, "admission-dispatcher", r.env(nil), true)
+	r.createQueue(gw.URL, 100)
+	r.createProduct(ord.URL, 10*n)
+	users = userNames(prefix, n)
+	toks = r.admitAll(gw.URL, users)
+	ids = map[string]string{}
+	for _, u := range users {
+		ids[u] = tokenID(t, r, u)
+	}
+	return gw, ord, users, toks, ids
+}
+
 func pgConn(t *testing.T, url string) *pgx.Conn {
 	c, err := pgx.Connect(context.Background(), url)
 	if err != nil {
@@ -152,24 +182,12 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.redisURL, r.amqpURL = testenv.RedisURL(t), testenv.AMQPURL(t)
-	direct := testenv.PostgresURL(t)
-	pgProxy := testenv.StartProxy(t, testenv.PostgresAddr(t, direct))
-	r.dbURL = testenv.PostgresURLVia(t, direct, pgProxy.Addr())
+	direct, pgProxy := r.cuttableDatabase(t)
 	r.deleteTopology()
 	db := pgConn(t, direct)
 	orderEnv := r.env(map[string]string{"ORDER_LEASE": "2s", "ORDER_TX_TIMEOUT": "500ms", "REAPER_INTERVAL": "200ms"})
-	gw := start(t, "queue-gateway", r.env(nil), true)
-	ord := start(t, "order-service", orderEnv, true)
-	start(t, "admission-dispatcher", r.env(nil), true)
 	n := pick(12, 60)
-	r.createQueue(gw.URL, 100)
-	r.createProduct(ord.URL, 10*n)
-	users := userNames("k", n)
-	toks := r.admitAll(gw.URL, users)
-	ids := map[string]string{}
-	for _, u := range users {
-		ids[u] = tokenID(t, r, u)
-	}
+	gw, ord, users, toks, ids := r.startBuyers(t, orderEnv, "k", n)
 
 	pgProxy.Cut()
 	var wg sync.WaitGroup
@@ -245,24 +263,12 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.redisURL, r.amqpURL = testenv.RedisURL(t), testenv.AMQPURL(t)
-	direct := testenv.PostgresURL(t)
-	pgProxy := testenv.StartProxy(t, testenv.PostgresAddr(t, direct))
-	r.dbURL = testenv.PostgresURLVia(t, direct, pgProxy.Addr())
+	direct, pgProxy := r.cuttableDatabase(t)
 	r.deleteTopology()
 	l := r.listen(r.amqpURL)
 	db := pgConn(t, direct)
-	gw := start(t, "queue-gateway", r.env(nil), true)
-	ord := start(t, "order-service", r.env(map[string]string{"ORDER_TX_TIMEOUT": "1s"}), true)
-	start(t, "admission-dispatcher", r.env(nil), true)
 	n := pick(20, 100)
-	r.createQueue(gw.URL, 100)
-	r.createProduct(ord.URL, 10*n)
-	users := userNames("p", n)
-	toks := r.admitAll(gw.URL, users)
-	ids := map[string]string{}
-	for _, u := range users {
-		ids[u] = tokenID(t, r, u)
-	}
+	gw, ord, users, toks, ids := r.startBuyers(t, r.env(map[string]string{"ORDER_TX_TIMEOUT": "1s"}), "p", n)
 
 	pgProxy.Cut()
 	cut := time.Now()
