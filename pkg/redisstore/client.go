@@ -213,3 +213,24 @@ func (p slogPrinter) Printf(ctx context.Context, format string, v ...any) {
 
 // SetLogger sends go-redis's own log lines to log (process-wide).
 func SetLogger(log *slog.Logger) { redis.SetLogger(slogPrinter{log: log}) }
+
+// Connect is how a service starts on Redis: the client for url (see
+// NewClient), a Store over it, and the service's scripts preloaded, so each
+// first call is an EVALSHA. A Redis that does not answer yet is not an
+// error: that is logged, and the scripts are sent with EVAL on first use.
+// The caller closes the client.
+func Connect(ctx context.Context, url string, log *slog.Logger, scripts ...*redis.Script) (redis.UniversalClient, *Store, error) {
+	rdb, err := NewClient(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := NewStore(rdb)
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, err
+	}
+	if err := LoadScripts(ctx, rdb, scripts...); err != nil {
+		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
+	}
+	return rdb, store, nil
+}

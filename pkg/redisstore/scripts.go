@@ -45,8 +45,9 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{consumeScript, settleScript, restoreScript}
 
-// gatewayScripts are the scripts the gateway runs.
-var gatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}
+// GatewayScripts are the scripts the gateway runs (the notification-service
+// reads positions with them too).
+var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}
 
 // LoadScripts loads scripts into the script cache of every node (every master
 // of a cluster), so the first call of each is an EVALSHA.

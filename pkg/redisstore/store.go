@@ -30,7 +30,7 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
 // LoadScripts preloads the gateway's scripts.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	return LoadScripts(ctx, s.rdb, gatewayScripts...)
+	return LoadScripts(ctx, s.rdb, GatewayScripts...)
 }
 
 // Ping checks that Redis answers.

@@ -27,18 +27,11 @@ func Run(ctx context.Context) error {
 // stops admitting and releases every lease it holds (a standby takes over
 // within a tick), stops consuming, then closes its connections.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.DispatcherScripts...)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	store, err := redisstore.NewStore(rdb)
-	if err != nil {
-		return err
-	}
-	if err := redisstore.LoadScripts(ctx, rdb, redisstore.DispatcherScripts...); err != nil {
-		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
-	}
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/admission-dispatcher", Log: log})
 	if err != nil {
 		return err

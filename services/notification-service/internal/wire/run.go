@@ -33,18 +33,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	if err != nil {
 		return err
 	}
-	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	store, err := redisstore.NewStore(rdb)
-	if err != nil {
-		return err
-	}
-	if err := store.LoadScripts(ctx); err != nil {
-		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
-	}
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/notification-service", Log: log})
 	if err != nil {
 		return err

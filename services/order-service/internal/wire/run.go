@@ -44,18 +44,11 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 		return err
 	}
 	defer db.Close()
-	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.OrderScripts...)
 	if err != nil {
 		return err
 	}
 	defer rdb.Close()
-	store, err := redisstore.NewStore(rdb)
-	if err != nil {
-		return err
-	}
-	if err := redisstore.LoadScripts(ctx, rdb, redisstore.OrderScripts...); err != nil {
-		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
-	}
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/order-service", Log: log})
 	if err != nil {
 		return err

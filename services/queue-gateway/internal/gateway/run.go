@@ -43,17 +43,9 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	rdb, err := redisstore.NewClient(cfg.Redis.URL)
+	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
 	if err != nil {
 		return nil, err
-	}
-	store, err := redisstore.NewStore(rdb)
-	if err != nil {
-		return nil, err
-	}
-	if err := store.LoadScripts(ctx); err != nil {
-		// Not fatal: scripts are sent with EVAL on first use if the cache misses.
-		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
 	}
 	svc, err := app.New(store)
 	if err != nil {
