@@ -274,29 +274,7 @@ func TestConsumeExactlyOnceUnderConcurrency(t *testing.T) {
 	if r, err := s.Issue(ctx, q, epoch, time.Second, g); err != nil || r.Issued != 1 {
 		t.Fatalf("issue: %+v %v", r, err)
 	}
-	const n = 50
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			_, errs[i] = s.Consume(ctx, q, "u0000", g[0].Secret, fmt.Sprintf("order-%d", i), 30*time.Second, time.Minute)
-		})
-	}
-	wg.Wait()
-	ok, invalid := 0, 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, queue.ErrInvalidToken):
-			invalid++
-		default:
-			t.Errorf("consume %d: %v", i, err)
-		}
-	}
-	if ok != 1 || invalid != n-1 {
-		t.Fatalf("%d consumed, %d invalid; want 1 and %d", ok, invalid, n-1)
-	}
+	consumeRace(t, s, q, "u0000", g[0].Secret, 50)
 	k := redisstore.KeysFor(q)
 	if z := rdb.ZCard(ctx, k.Inflight()).Val(); z != 1 {
 		t.Fatalf("inflight = %d, want 1", z)
@@ -417,4 +395,36 @@ func TestSettleFreesTheSlotAndMarksOrdered(t *testing.T) {
 	if o, _ := s.Restore(ctx, q, "buyer", c.TokenID, "o1", true); o != queue.Duplicate {
 		t.Fatalf("restore after settle: %s, want DUPLICATE", o)
 	}
+}
+
+// consumeRace runs n concurrent consumes of one token (order ids order-0
+// and on), checks that exactly one took it and every other one got
+// ErrInvalidToken, and returns the winner's order id.
+func consumeRace(t *testing.T, s *redisstore.Store, q, user, secret string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = s.Consume(ctx, q, user, secret, fmt.Sprintf("order-%d", i), 30*time.Second, time.Minute)
+		})
+	}
+	wg.Wait()
+	ok, invalid, winner := 0, 0, ""
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+			winner = fmt.Sprintf("order-%d", i)
+		case errors.Is(err, queue.ErrInvalidToken):
+			invalid++
+		default:
+			t.Errorf("consume %d: %v", i, err)
+		}
+	}
+	if ok != 1 || invalid != n-1 {
+		t.Fatalf("%d consumed, %d invalid; want 1 and %d", ok, invalid, n-1)
+	}
+	return winner
 }

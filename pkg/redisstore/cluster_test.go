@@ -283,36 +283,12 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 	}
 
 	// Consume: exactly one of 20 concurrent calls.
-	const calls = 20
-	errs := make([]error, calls)
-	var wg sync.WaitGroup
-	for i := range calls {
-		wg.Go(func() {
-			_, errs[i] = s.Consume(ctx, q, "u0", g[0].Secret, fmt.Sprintf("order-%d", i), 30*time.Second, time.Minute)
-		})
-	}
-	wg.Wait()
-	ok, invalid := 0, 0
-	for i, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, queue.ErrInvalidToken):
-			invalid++
-		default:
-			t.Errorf("consume %d: %v", i, err)
-		}
-	}
-	if ok != 1 || invalid != calls-1 {
-		t.Fatalf("%d consumed, %d invalid; want 1 and %d", ok, invalid, calls-1)
-	}
+	order0 := consumeRace(t, s, q, "u0", g[0].Secret, 20)
 	if z := cc.ZCard(ctx, k.Inflight()).Val(); z != 1 {
 		t.Fatalf("inflight = %d, want 1", z)
 	}
 
 	// Settle u0's order: slot freed, ORDERED, only once.
-	winner := slices.IndexFunc(errs, func(err error) bool { return err == nil })
-	order0 := fmt.Sprintf("order-%d", winner)
 	if ok, err := s.Settle(ctx, q, "u0", g[0].TokenID, order0); err != nil || !ok {
 		t.Fatalf("settle: %v %v", ok, err)
 	}
