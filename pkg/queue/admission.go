@@ -46,10 +46,50 @@ func NewGrant() (Grant, error) {
 	}, nil
 }
 
+// Grants makes n grants from one crypto/rand read.
+func Grants(n int) ([]Grant, error) {
+	b := make([]byte, 32*n)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	out := make([]Grant, n)
+	for i := range out {
+		c := b[32*i : 32*(i+1)]
+		out[i] = Grant{Secret: base64.RawURLEncoding.EncodeToString(c[:16]), TokenID: hex.EncodeToString(c[16:])}
+	}
+	return out, nil
+}
+
+// IssueRequest is one leader tick.
+type IssueRequest struct {
+	// Epoch is the leader's fencing epoch.
+	Epoch int64
+	// Tick is the configured tick; the batch cap is counted in it.
+	Tick time.Duration
+	// OutboxBound holds admission while the queue's outbox has this many
+	// unpublished events (0: no bound).
+	OutboxBound int64
+	// Grants are the fresh tokens the tick may hand out, one per admission.
+	Grants []Grant
+}
+
+// Why a tick admitted nobody although the queue is open.
+const (
+	// HeldOutboxBacklog: the outbox holds OutboxBound events the broker
+	// has not confirmed; admission resumes as the relay drains it.
+	HeldOutboxBacklog = "OUTBOX_BACKLOG"
+)
+
 // IssueResult is what one leader tick did.
 type IssueResult struct {
 	// Paused: the queue is not OPEN; nothing was issued.
 	Paused bool
+	// Held names why an open queue admitted nobody (HeldOutboxBacklog), or
+	// is empty.
+	Held string
+	// Gone: the queue was closed and its last token, order and event are
+	// done with; its keys were deleted.
+	Gone bool
 	// Issued tokens, and slots pruned as no-shows, this tick.
 	Issued, Expired int
 	// Waiting is the line's length after the tick.
@@ -92,4 +132,22 @@ type InflightToken struct {
 // ceil(rate x tick) + 1, the bound the issue operation applies.
 func BatchCap(rate float64, tick time.Duration) int {
 	return int(math.Ceil(rate*tick.Seconds())) + 1
+}
+
+// MaxCatchUp is the longest span one tick makes up for, in ticks: a leader
+// that was gone longer (a failover) catches up this much, not everything.
+const MaxCatchUp = 10
+
+// GrantsFor is how many grants a tick needs to admit what the issue
+// operation may allow: the batch cap over the span since the last applied
+// tick, at least one tick and at most MaxCatchUp. since <= 0 means unknown
+// (a new leader): the most a tick can admit.
+func GrantsFor(rate float64, tick, since time.Duration) int {
+	span := MaxCatchUp * tick
+	if since > 0 {
+		// A quarter more than measured: Redis's clock between two ticks may
+		// run a little longer than ours did.
+		span = min(max(since+since/4, tick), MaxCatchUp*tick)
+	}
+	return BatchCap(rate, span)
 }

@@ -30,3 +30,19 @@ type Event struct {
 	// RemainingTTL is set on TokenRestored.
 	RemainingTTL time.Duration
 }
+
+// OutboxRead asks for one queue's outbox events.
+type OutboxRead struct {
+	QueueID string
+	// Pending re-reads the events this consumer read before and did not
+	// acknowledge (a publish that failed) instead of new ones.
+	Pending bool
+}
+
+// OutboxBatch is what one read found in one queue's outbox, or why the
+// read failed.
+type OutboxBatch struct {
+	QueueID string
+	Events  []Event
+	Err     error
+}

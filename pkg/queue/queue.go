@@ -94,4 +94,7 @@ type Stats struct {
 	Active       int64
 	IssuedTotal  int64
 	MeasuredRate float64
+	// Held says why an open queue admits nobody right now (see
+	// HeldOutboxBacklog); empty when it admits.
+	Held string
 }

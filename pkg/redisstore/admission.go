@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
@@ -9,12 +11,24 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
+// requestID is a fresh id for one state-changing call. go-redis resends the
+// same arguments when it retries, so the script recognises the repeat.
+func requestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // AcquireLease takes queue q's dispatcher lease for owner if nobody holds it.
-// It returns the new fencing epoch, or 0 when another owner holds the lease.
+// It returns the new fencing epoch, 0 when another owner holds the lease, or
+// queue.ErrNotFound when q has no configuration (nothing to lead).
 func (s *Store) AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error) {
-	epoch, err := leaseScript.Run(ctx, s.rdb, KeysFor(q).leaseKeys(), "acquire", owner, ttl.Milliseconds()).Int64()
+	epoch, err := leaseScript.Run(ctx, s.rdb, KeysFor(q).leaseKeys(), "acquire", owner, ttl.Milliseconds(), requestID()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("acquire lease %s: %w", q, classify(err))
+	}
+	if epoch < 0 {
+		return 0, fmt.Errorf("acquire lease %s: %w", q, queue.ErrNotFound)
 	}
 	return epoch, nil
 }
@@ -38,13 +52,15 @@ func (s *Store) ReleaseLease(ctx context.Context, q, owner string, epoch int64) 
 }
 
 // Issue runs one leader tick on queue q (see lua/issue.lua): at most
-// len(grants) people are admitted. It fails with queue.ErrStaleEpoch, before
-// any write, when epoch is not the queue's current one.
-func (s *Store) Issue(ctx context.Context, q string, epoch int64, tick time.Duration, grants []queue.Grant) (queue.IssueResult, error) {
+// len(r.Grants) people are admitted. It fails with queue.ErrStaleEpoch,
+// before any write, when r.Epoch is not the queue's current one. The tick
+// carries a fresh id, so a retry of the same call is answered with the
+// first call's result instead of admitting a second batch.
+func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
 	k := KeysFor(q)
-	args := make([]any, 0, 4+2*len(grants))
-	args = append(args, epoch, k.Prefix(), tick.Milliseconds(), q)
-	for _, g := range grants {
+	args := make([]any, 0, 6+2*len(r.Grants))
+	args = append(args, r.Epoch, k.Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound)
+	for _, g := range r.Grants {
 		args = append(args, g.Secret, g.TokenID)
 	}
 	res, err := issueScript.Run(ctx, s.rdb, k.issueKeys(), args...).Slice()
@@ -53,15 +69,40 @@ func (s *Store) Issue(ctx context.Context, q string, epoch int64, tick time.Dura
 	}
 	switch str(res[0]) {
 	case "STALE":
-		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, epoch, queue.ErrStaleEpoch)
+		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, r.Epoch, queue.ErrStaleEpoch)
 	case "NOT_FOUND":
 		return queue.IssueResult{}, fmt.Errorf("issue %s: %w", q, queue.ErrNotFound)
+	case "GONE":
+		return queue.IssueResult{Gone: true}, nil
+	case "HELD":
+		return queue.IssueResult{Held: queue.HeldOutboxBacklog, Waiting: intOf(res, 3)}, nil
 	case "PAUSED":
-		return queue.IssueResult{Paused: true, Expired: int(intOf(res, 2))}, nil
+		return queue.IssueResult{Paused: true, Expired: int(intOf(res, 2)), Waiting: intOf(res, 3)}, nil
 	case "OK":
 		return queue.IssueResult{Issued: int(intOf(res, 1)), Expired: int(intOf(res, 2)), Waiting: intOf(res, 3)}, nil
 	}
 	return queue.IssueResult{}, fmt.Errorf("issue %s: unknown reply %v", q, res)
+}
+
+// Unregister takes q out of wr:queues once its keys are gone (a closed
+// queue that finished, or an id whose configuration never existed), so no
+// dispatcher serves it any more. wr:queues is in another slot than q's
+// keys, so this cannot be one script; it is ordered instead: remove, then
+// look at the configuration, and add the id back if a PUT created the
+// queue again meanwhile (that PUT's own registration may have come before
+// the removal). It reports whether q is unregistered now.
+func (s *Store) Unregister(ctx context.Context, q string) (bool, error) {
+	if err := s.rdb.SRem(ctx, QueuesKey, q).Err(); err != nil {
+		return false, classifyf("unregister "+q, err)
+	}
+	n, err := s.rdb.Exists(ctx, KeysFor(q).Config()).Result()
+	if err != nil {
+		return false, classifyf("unregister "+q, err)
+	}
+	if n == 0 {
+		return true, nil
+	}
+	return false, classifyf("unregister "+q, s.rdb.SAdd(ctx, QueuesKey, q).Err())
 }
 
 func intOf(res []any, i int) int64 {

@@ -98,7 +98,7 @@ func TestIssueWithOldEpochIsStaleAndChangesNothing(t *testing.T) {
 	before, _ := rdb.HGetAll(ctx, k.Dispatch()).Result()
 
 	time.Sleep(50 * time.Millisecond) // so that a write would show as credit
-	_, err := s.Issue(ctx, q, old, 100*time.Millisecond, grants(t, 20))
+	_, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: old, Tick: 100*time.Millisecond, Grants: grants(t, 20)})
 	if !errors.Is(err, queue.ErrStaleEpoch) {
 		t.Fatalf("issue with an old epoch: %v, want ErrStaleEpoch", err)
 	}
@@ -128,13 +128,13 @@ func TestIssueAdmitsInOrderAtTheRateWithinTheBatchCap(t *testing.T) {
 	tick := 100 * time.Millisecond
 
 	// First tick starts the clock: no elapsed time, nothing issued.
-	r, err := s.Issue(ctx, q, epoch, tick, grants(t, 20))
+	r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 20)})
 	if err != nil || r.Issued != 0 {
 		t.Fatalf("first tick: %+v %v", r, err)
 	}
 	// A slow tick (500 ms) makes up its own time: about 50 at 100/s.
 	time.Sleep(500 * time.Millisecond)
-	r, err = s.Issue(ctx, q, epoch, tick, grants(t, 200))
+	r, err = s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 200)})
 	if err != nil || r.Issued < 50 || r.Issued > 53 {
 		t.Fatalf("after 500ms: issued %d err %v, want 50..53 (rate x elapsed)", r.Issued, err)
 	}
@@ -181,7 +181,7 @@ func TestIssueAdmitsInOrderAtTheRateWithinTheBatchCap(t *testing.T) {
 	// A leader gone for 3 s catches up at most one second's worth (ten
 	// ticks) plus one tick, not all 300 it missed.
 	time.Sleep(3 * time.Second)
-	r, err = s.Issue(ctx, q, epoch, tick, grants(t, 300))
+	r, err = s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 300)})
 	if limit := queue.BatchCap(100, time.Second); err != nil || r.Issued != limit {
 		t.Fatalf("after 3 s: issued %d err %v, want the one-second cap %d", r.Issued, err, limit)
 	}
@@ -197,14 +197,14 @@ func TestIssueRespectsMaxActiveAndPrunesNoShows(t *testing.T) {
 	fill(t, s, q, 20)
 	epoch := lead(t, s, q, "a")
 	tick := 100 * time.Millisecond
-	s.Issue(ctx, q, epoch, tick, nil)
+	s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: nil})
 	time.Sleep(100 * time.Millisecond)
-	r, err := s.Issue(ctx, q, epoch, tick, grants(t, 200))
+	r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 200)})
 	if err != nil || r.Issued != 5 {
 		t.Fatalf("issued %d err %v, want 5 (maxActive)", r.Issued, err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if r, _ = s.Issue(ctx, q, epoch, tick, grants(t, 200)); r.Issued != 0 {
+	if r, _ = s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 200)}); r.Issued != 0 {
 		t.Fatalf("issued %d with every slot taken, want 0", r.Issued)
 	}
 	// Make two slots expire now, as if their tokens ran out.
@@ -213,7 +213,7 @@ func TestIssueRespectsMaxActiveAndPrunesNoShows(t *testing.T) {
 		rdb.ZAdd(ctx, k.Active(), redis.Z{Score: 1, Member: u})
 		rdb.Del(ctx, k.Token(u))
 	}
-	r, err = s.Issue(ctx, q, epoch, tick, grants(t, 200))
+	r, err = s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 200)})
 	if err != nil || r.Expired != 2 || r.Issued != 2 {
 		t.Fatalf("after two expiries: %+v %v, want 2 expired, 2 issued", r, err)
 	}
@@ -246,7 +246,7 @@ func TestPausedQueueIssuesNothingAndResumesWithoutBurst(t *testing.T) {
 	epoch := lead(t, s, q, "a")
 	tick := 100 * time.Millisecond
 	for range 5 {
-		r, err := s.Issue(ctx, q, epoch, tick, grants(t, 6))
+		r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 6)})
 		if err != nil || !r.Paused || r.Issued != 0 {
 			t.Fatalf("paused tick: %+v %v", r, err)
 		}
@@ -254,7 +254,7 @@ func TestPausedQueueIssuesNothingAndResumesWithoutBurst(t *testing.T) {
 	}
 	s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) { c.State = queue.Open; return c, nil })
 	time.Sleep(100 * time.Millisecond)
-	r, err := s.Issue(ctx, q, epoch, tick, grants(t, 6))
+	r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 6)})
 	// 50/s x ~0.1 s since the last (paused) tick: about 5, not 25 from the paused half second.
 	if err != nil || r.Issued < 4 || r.Issued > 6 {
 		t.Fatalf("first open tick issued %d err %v, want about 5", r.Issued, err)
@@ -269,9 +269,9 @@ func TestConsumeExactlyOnceUnderConcurrency(t *testing.T) {
 	fill(t, s, q, 1)
 	epoch := lead(t, s, q, "a")
 	g := grants(t, 2)
-	s.Issue(ctx, q, epoch, time.Second, nil)
+	s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: time.Second, Grants: nil})
 	time.Sleep(20 * time.Millisecond)
-	if r, err := s.Issue(ctx, q, epoch, time.Second, g); err != nil || r.Issued != 1 {
+	if r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: time.Second, Grants: g}); err != nil || r.Issued != 1 {
 		t.Fatalf("issue: %+v %v", r, err)
 	}
 	consumeRace(t, s, q, "u0000", g[0].Secret, 50)

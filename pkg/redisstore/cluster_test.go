@@ -253,16 +253,16 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 		t.Fatalf("second owner: epoch %d err %v, want 0", e, err)
 	}
 	tick := 100 * time.Millisecond
-	if r, err := s.Issue(ctx, q, epoch, tick, nil); err != nil || r.Issued != 0 {
+	if r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: nil}); err != nil || r.Issued != 0 {
 		t.Fatalf("first tick: %+v %v", r, err)
 	}
 	time.Sleep(30 * time.Millisecond) // 1000/s: credit for 30 admissions
 	g := grants(t, 4)
-	r, err := s.Issue(ctx, q, epoch, tick, g)
+	r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: g})
 	if err != nil || r.Issued != 4 || r.Waiting != 0 || r.Expired != 0 {
 		t.Fatalf("issue: %+v %v, want 4 issued, 0 waiting", r, err)
 	}
-	if _, err := s.Issue(ctx, q, epoch-1, tick, g); !errors.Is(err, queue.ErrStaleEpoch) {
+	if _, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch-1, Tick: tick, Grants: g}); !errors.Is(err, queue.ErrStaleEpoch) {
 		t.Fatalf("issue at epoch 0: %v, want ErrStaleEpoch", err)
 	}
 	msgs := outbox(t, cc, q)
@@ -327,14 +327,14 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 		t.Fatalf("consume u2: %v", err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	over, err := s.Overdue(ctx, q, time.Now(), 10)
+	over, err := s.Overdue(ctx, q, 10)
 	if err != nil || len(over) != 1 || over[0].TokenID != g[2].TokenID || over[0].UserID != "u2" || over[0].OrderID != "order-u2" || over[0].ExpiresAt.IsZero() {
 		t.Fatalf("overdue: %+v %v, want u2's token", over, err)
 	}
-	if err := s.HandOff(ctx, q, g[2].TokenID); err != nil {
+	if err := s.HandOff(ctx, q, "u2", g[2].TokenID); err != nil {
 		t.Fatal(err)
 	}
-	if over, err := s.Overdue(ctx, q, time.Now(), 10); err != nil || len(over) != 0 {
+	if over, err := s.Overdue(ctx, q, 10); err != nil || len(over) != 0 {
 		t.Fatalf("overdue after hand-off: %+v %v", over, err)
 	}
 
@@ -358,11 +358,10 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 	if l, err := s.OutboxLen(ctx, q); err != nil || l != 5 {
 		t.Fatalf("outbox length %d %v, want 5", l, err)
 	}
-	evs, err := s.ReadOutbox(ctx, q, "relay-1", 100, 10*time.Millisecond)
+	evs, err := readOutbox(ctx, s, q, "relay-1", false)
 	if err != nil || len(evs) != 5 {
 		t.Fatalf("read outbox: %d events %v, want 5", len(evs), err)
 	}
-	var streamIDs []string
 	for i, e := range evs {
 		want := "TokenIssued"
 		if i == 4 {
@@ -371,22 +370,21 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 		if e.Type != want || e.QueueID != q {
 			t.Fatalf("event %d: %+v, want %s of %s", i, e, want, q)
 		}
-		streamIDs = append(streamIDs, e.StreamID)
 	}
 	if evs[4].UserID != "u1" || evs[4].TokenID != g[1].TokenID {
 		t.Fatalf("restored event %+v, want u1's token", evs[4])
 	}
 	// Unacknowledged: the same consumer reads them again.
-	if again, err := s.ReadOutbox(ctx, q, "relay-1", 100, 10*time.Millisecond); err != nil || len(again) != 5 {
+	if again, err := readOutbox(ctx, s, q, "relay-1", true); err != nil || len(again) != 5 {
 		t.Fatalf("re-read pending: %d %v, want 5", len(again), err)
 	}
-	if err := s.AckOutbox(ctx, q, streamIDs); err != nil {
+	if err := s.AckOutbox(ctx, q, evs); err != nil {
 		t.Fatalf("ack outbox: %v", err)
 	}
 	if l, err := s.OutboxLen(ctx, q); err != nil || l != 0 {
 		t.Fatalf("outbox length after ack %d %v, want 0", l, err)
 	}
-	if rest, err := s.ReadOutbox(ctx, q, "relay-1", 100, 10*time.Millisecond); err != nil || len(rest) != 0 {
+	if rest, err := readOutbox(ctx, s, q, "relay-1", false); err != nil || len(rest) != 0 {
 		t.Fatalf("read after ack: %d %v, want 0", len(rest), err)
 	}
 
@@ -575,4 +573,16 @@ func TestClusterScriptsLoadAndSurviveFlush(t *testing.T) {
 			t.Fatalf("%s nobody: %+v", q, many["nobody"])
 		}
 	}
+}
+
+// readOutbox reads one queue's outbox through ReadOutboxes.
+func readOutbox(ctx context.Context, s *redisstore.Store, q, consumer string, pending bool) ([]queue.Event, error) {
+	b, err := s.ReadOutboxes(ctx, consumer, 100, []queue.OutboxRead{{QueueID: q, Pending: pending}})
+	if err != nil {
+		return nil, err
+	}
+	if len(b) != 1 {
+		return nil, fmt.Errorf("%d batches for one read", len(b))
+	}
+	return b[0].Events, b[0].Err
 }

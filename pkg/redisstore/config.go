@@ -57,11 +57,6 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		out, created = next, !exists
 		return err
 	}
-	// wr:queues is in another slot, so it cannot join the transaction. It is
-	// written first: a dispatcher that sees an id without config skips it.
-	if err := s.rdb.SAdd(ctx, QueuesKey, q).Err(); err != nil {
-		return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
-	}
 	for range maxUpdateAttempts {
 		err := s.rdb.Watch(ctx, txf, k.Config())
 		if errors.Is(err, redis.TxFailedErr) {
@@ -78,6 +73,13 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		if err != nil {
 			return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
 		}
+		// wr:queues is in another slot, so it cannot join the transaction.
+		// It is written after the configuration (and on every update, so an
+		// interrupted create is completed by the next PUT): a refused update
+		// registers nothing.
+		if err := s.rdb.SAdd(ctx, QueuesKey, q).Err(); err != nil {
+			return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
+		}
 		return out, created, nil
 	}
 	return out, false, fmt.Errorf("configure %s: %w: too much contention", q, queue.ErrUnavailable)
@@ -92,7 +94,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if len(res) == 1 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
 	}
 	flat, _ := res[1].([]any)
@@ -104,7 +106,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if err != nil {
 		return cfg, queue.Stats{}, fmt.Errorf("config %s: %w", q, err)
 	}
-	st := queue.Stats{MeasuredRate: float(res[5])}
+	st := queue.Stats{MeasuredRate: float(res[5]), Held: str(res[6])}
 	st.Waiting, _ = res[2].(int64)
 	st.Active, _ = res[3].(int64)
 	st.IssuedTotal, _ = strconv.ParseInt(str(res[4]), 10, 64)

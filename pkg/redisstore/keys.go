@@ -54,13 +54,14 @@ func (k Keys) Status(user string) string { return k.prefix + "status:" + user }
 // Active is the slots held (zset: user -> expiry ms).
 func (k Keys) Active() string { return k.prefix + "active" }
 
-// Inflight is the consumed tokens whose order is unsettled (zset: token id ->
-// lease deadline ms).
+// Inflight is the consumed tokens whose order is unsettled (zset:
+// "<token id>:<user>" -> lease deadline ms).
 func (k Keys) Inflight() string { return k.prefix + "inflight" }
 
-// InflightTokens keeps what a restore needs to put a consumed token back
-// (hash: token id -> user|secret|activateAt|expiresAt|orderId|seq).
-func (k Keys) InflightTokens() string { return k.prefix + "inflight:tokens" }
+// Consumed keeps what a restore needs to put one user's consumed token back
+// (string: tokenId|secret|activateAt|expiresAt|orderId|seq), with an expiry:
+// a user has at most one order in flight per queue.
+func (k Keys) Consumed(user string) string { return k.prefix + "consumed:" + user }
 
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
@@ -94,23 +95,28 @@ func (k Keys) leaveKeys(string) []string {
 	return []string{k.Config(), k.Waiting()}
 }
 
-func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch()} }
+func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }
 
 func (k Keys) issueKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox()}
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox(), k.Seq(), k.Inflight(), k.Lock()}
 }
 
 func (k Keys) consumeKeys(user string) []string {
-	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.InflightTokens()}
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user)}
 }
 
 func (k Keys) settleKeys(user string) []string {
-	return []string{k.Status(user), k.Active(), k.Inflight(), k.InflightTokens()}
+	return []string{k.Status(user), k.Active(), k.Inflight(), k.Consumed(user)}
 }
 
 func (k Keys) restoreKeys(user string) []string {
-	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.InflightTokens(), k.Outbox()}
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Outbox()}
 }
+
+func (k Keys) overdueKeys() []string { return []string{k.Inflight()} }
+
+// inflightMember is a consumed token's entry in Inflight.
+func inflightMember(tokenID, user string) string { return tokenID + ":" + user }
 
 // Prefix is the queue's key prefix, hash tag included. Scripts that touch
 // per-user keys of users they discover (the issue script's popped users)

@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/waitingroom/waitingroom/pkg/queue"
+		"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // Consume takes user's entry token for queue q if secret matches it and it is
@@ -66,32 +64,26 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 	return "", fmt.Errorf("restore %s: unknown reply %v", q, res)
 }
 
-// Overdue lists up to limit tokens of q whose inflight lease ended before
-// now, oldest first, with the user and order each belongs to: the reaper's
-// work list.
-func (s *Store) Overdue(ctx context.Context, q string, now time.Time, limit int64) ([]queue.InflightToken, error) {
+// Overdue lists up to limit tokens of q whose inflight lease has ended,
+// oldest first, with the user and order each belongs to: the reaper's work
+// list. "Ended" is judged by Redis TIME, the clock that set the deadlines,
+// so a reaper whose own clock runs ahead cannot declare a live order
+// abandoned. A token whose consumed data has expired comes back with its
+// user but no order id.
+func (s *Store) Overdue(ctx context.Context, q string, limit int64) ([]queue.InflightToken, error) {
 	k := KeysFor(q)
-	zs, err := s.rdb.ZRangeByScoreWithScores(ctx, k.Inflight(), &redis.ZRangeBy{
-		Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: limit,
-	}).Result()
-	if err != nil || len(zs) == 0 {
-		return nil, classifyf("overdue "+q, err)
-	}
-	ids := make([]string, len(zs))
-	for i, z := range zs {
-		ids[i] = z.Member.(string)
-	}
-	data, err := s.rdb.HMGet(ctx, k.InflightTokens(), ids...).Result()
+	res, err := overdueScript.Run(ctx, s.rdb, k.overdueKeys(), limit, k.Prefix()).Slice()
 	if err != nil {
 		return nil, classifyf("overdue "+q, err)
 	}
-	out := make([]queue.InflightToken, 0, len(ids))
-	for i, id := range ids {
-		// user|secret|activateAt|expiresAt|orderId|seq
-		f := strings.Split(str(data[i]), "|")
-		t := queue.InflightToken{TokenID: id, Deadline: time.UnixMilli(int64(zs[i].Score)).UTC()}
-		if len(f) >= 5 {
-			t.UserID, t.OrderID = f[0], f[4]
+	out := make([]queue.InflightToken, 0, len(res)/3)
+	for i := 0; i+2 < len(res); i += 3 {
+		tid, user, _ := strings.Cut(str(res[i]), ":")
+		deadline, _ := strconv.ParseFloat(str(res[i+1]), 64)
+		t := queue.InflightToken{TokenID: tid, UserID: user, Deadline: time.UnixMilli(int64(deadline)).UTC()}
+		// tokenId|secret|activateAt|expiresAt|orderId|seq
+		if f := strings.Split(str(res[i+2]), "|"); len(f) >= 5 && f[0] == tid {
+			t.OrderID = f[4]
 			if ms, err := strconv.ParseInt(f[3], 10, 64); err == nil {
 				t.ExpiresAt = time.UnixMilli(ms).UTC()
 			}
@@ -112,6 +104,6 @@ func classifyf(op string, err error) error {
 // HandOff takes a failed attempt's token off the inflight lease list once its
 // OrderFailed is safely recorded: from then on restoration owns it (the data
 // a restore needs stays), and the reaper no longer looks at it.
-func (s *Store) HandOff(ctx context.Context, q, tokenID string) error {
-	return classifyf("hand off "+q, s.rdb.ZRem(ctx, KeysFor(q).Inflight(), tokenID).Err())
+func (s *Store) HandOff(ctx context.Context, q, user, tokenID string) error {
+	return classifyf("hand off "+q, s.rdb.ZRem(ctx, KeysFor(q).Inflight(), inflightMember(tokenID, user)).Err())
 }

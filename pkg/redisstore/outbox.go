@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
-	"time"
+		"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,39 +15,56 @@ import (
 const OutboxGroup = "relay"
 
 // EnsureOutboxGroup creates the relay group of q's outbox (and the stream),
-// starting at the beginning so nothing written before it is skipped.
+// starting at the beginning so nothing written before it is skipped. It does
+// nothing when q has no configuration (deleted).
 func (s *Store) EnsureOutboxGroup(ctx context.Context, q string) error {
-	err := s.rdb.XGroupCreateMkStream(ctx, KeysFor(q).Outbox(), OutboxGroup, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return classifyf("outbox group "+q, err)
-	}
-	return nil
+	k := KeysFor(q)
+	return classifyf("outbox group "+q, groupScript.Run(ctx, s.rdb, []string{k.Config(), k.Outbox()}, OutboxGroup).Err())
 }
 
-// ReadOutbox returns up to count events for consumer: first the ones it
-// read before and has not acknowledged (a publish that failed), then new
-// ones, waiting up to block for them.
-func (s *Store) ReadOutbox(ctx context.Context, q, consumer string, count int64, block time.Duration) ([]queue.Event, error) {
-	key := KeysFor(q).Outbox()
-	for _, id := range []string{"0", ">"} {
-		b := time.Duration(-1) // no BLOCK for the pending read
-		if id == ">" {
-			b = block
+// ReadOutboxes reads up to count events of each queue in reads for
+// consumer, in one pipelined round and without blocking: a relay serving
+// hundreds of queues holds no connection waiting on a stream, so admission
+// ticks never wait for one. A read that failed on its own (the group is
+// missing, the slot is moving) is reported in its batch; a round that could
+// not be sent at all is the error.
+func (s *Store) ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error) {
+	if len(reads) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.XStreamSliceCmd, len(reads))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range reads {
+			id := ">"
+			if r.Pending {
+				id = "0"
+			}
+			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{
+				Group: OutboxGroup, Consumer: consumer, Streams: []string{KeysFor(r.QueueID).Outbox(), id}, Count: count, Block: -1,
+			})
 		}
-		res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: OutboxGroup, Consumer: consumer, Streams: []string{key, id}, Count: count, Block: b,
-		}).Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			return nil, classifyf("read outbox "+q, err)
-		}
-		if len(res) > 0 && len(res[0].Messages) > 0 {
-			return decodeEvents(q, res[0].Messages), nil
+		return nil
+	})
+	out := make([]queue.OutboxBatch, len(reads))
+	failed := 0
+	for i, r := range reads {
+		out[i].QueueID = r.QueueID
+		res, cerr := cmds[i].Result()
+		switch {
+		case cerr == nil:
+			if len(res) > 0 {
+				out[i].Events = decodeEvents(r.QueueID, res[0].Messages)
+			}
+		case errors.Is(cerr, redis.Nil):
+		default:
+			out[i].Err = classifyf("read outbox "+r.QueueID, cerr)
+			failed++
 		}
 	}
-	return nil, nil
+	if err != nil && !errors.Is(err, redis.Nil) && failed == len(reads) {
+		return out, classifyf("read outboxes", err)
+	}
+	return out, nil
 }
 
 // ClaimOutbox takes over events other consumers read but did not
@@ -63,25 +79,79 @@ func (s *Store) ClaimOutbox(ctx context.Context, q, consumer string, minIdle tim
 	return decodeEvents(q, msgs), nil
 }
 
-// AckOutbox acknowledges published events and deletes them: the outbox
-// only ever holds what is not yet confirmed by the broker.
-func (s *Store) AckOutbox(ctx context.Context, q string, streamIDs []string) error {
-	if len(streamIDs) == 0 {
-		return nil
-	}
-	key := KeysFor(q).Outbox()
+// AckOutboxes acknowledges published events and deletes them, every
+// queue's in one round: the outbox only ever holds what the broker has not
+// confirmed. Acknowledge and delete go together (MULTI per queue), so an
+// entry is never left in the stream but out of the pending list.
+func (s *Store) AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) error {
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAck(ctx, key, OutboxGroup, streamIDs...)
-		p.XDel(ctx, key, streamIDs...)
+		for _, b := range batches {
+			if len(b.Events) == 0 {
+				continue
+			}
+			ids := make([]string, len(b.Events))
+			for i, e := range b.Events {
+				ids[i] = e.StreamID
+			}
+			key := KeysFor(b.QueueID).Outbox()
+			p.XAck(ctx, key, OutboxGroup, ids...)
+			p.XDel(ctx, key, ids...)
+		}
 		return nil
 	})
-	return classifyf("ack outbox "+q, err)
+	return classifyf("ack outbox", err)
+}
+
+// AckOutbox acknowledges and deletes events of one queue (see AckOutboxes).
+func (s *Store) AckOutbox(ctx context.Context, q string, events []queue.Event) error {
+	return s.AckOutboxes(ctx, []queue.OutboxBatch{{QueueID: q, Events: events}})
 }
 
 // OutboxLen is the number of events of q not yet confirmed by the broker.
 func (s *Store) OutboxLen(ctx context.Context, q string) (int64, error) {
 	n, err := s.rdb.XLen(ctx, KeysFor(q).Outbox()).Result()
 	return n, classifyf("outbox length "+q, err)
+}
+
+// OutboxLens is OutboxLen of every queue in qs, in one pipelined round.
+func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, error) {
+	cmds := make([]*redis.IntCmd, len(qs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range qs {
+			cmds[i] = p.XLen(ctx, KeysFor(q).Outbox())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classifyf("outbox lengths", err)
+	}
+	out := make(map[string]int64, len(qs))
+	for i, q := range qs {
+		out[q] = cmds[i].Val()
+	}
+	return out, nil
+}
+
+// PruneOutboxConsumers deletes the relay group's consumers of q other than
+// self that have nothing pending and were idle for at least idle: every
+// dispatcher process that ever led q left its name there.
+func (s *Store) PruneOutboxConsumers(ctx context.Context, q, self string, idle time.Duration) (int, error) {
+	key := KeysFor(q).Outbox()
+	cs, err := s.rdb.XInfoConsumers(ctx, key, OutboxGroup).Result()
+	if err != nil {
+		return 0, classifyf("outbox consumers "+q, err)
+	}
+	n := 0
+	for _, c := range cs {
+		if c.Name == self || c.Pending > 0 || c.Idle < idle {
+			continue
+		}
+		if err := s.rdb.XGroupDelConsumer(ctx, key, OutboxGroup, c.Name).Err(); err != nil {
+			return n, classifyf("outbox consumers "+q, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {

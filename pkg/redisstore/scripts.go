@@ -37,13 +37,15 @@ var (
 	consumeScript  = script("consume")
 	settleScript   = script("settle")
 	restoreScript  = script("restore")
+	overdueScript  = script("overdue")
+	groupScript    = script("outbox_group")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
-var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript}
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript}
 
 // OrderScripts are the scripts the order-service runs.
-var OrderScripts = []*redis.Script{consumeScript, settleScript, restoreScript}
+var OrderScripts = []*redis.Script{consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs (the notification-service
 // reads positions with them too).

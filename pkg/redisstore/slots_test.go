@@ -61,7 +61,7 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"consume":  k.consumeKeys(u),
 				"settle":   k.settleKeys(u),
 				"restore":  k.restoreKeys(u),
-				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.InflightTokens(), k.Dispatch(), k.Lock(), k.Outbox()},
+				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Dispatch(), k.Lock(), k.Outbox()},
 			}
 			for name, keys := range sets {
 				want := slot(keys[0])

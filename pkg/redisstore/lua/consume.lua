@@ -3,10 +3,26 @@
 -- deleted and its data moved to inflight with a lease, in one step.
 -- The token is looked up under the caller's own user and queue, so another
 -- user's or another queue's token simply does not match.
--- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 inflight data
+--
+-- Safe to run twice: the order id is the request id. A repeat of the call
+-- that took the token (a client that timed out and sent it again) finds the
+-- in-flight marker of this very order and answers OK as the first call did,
+-- instead of "invalid token" to the rightful buyer.
+--
+-- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>
 -- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms
 local tok = redis.call('HMGET', KEYS[1], 'token', 'tokenId', 'activateAt', 'expiresAt', 'seq')
+local oid = ARGV[3]
 if not tok[1] or tok[1] ~= ARGV[1] then
+  local m = redis.call('GET', KEYS[2])
+  if marker_state(m) == 'ORDERING' and string.sub(m, -(#oid + 1)) == ':' .. oid then
+    -- consumed: tokenId|secret|activateAt|expiresAt|orderId|seq
+    local c = redis.call('GET', KEYS[5])
+    local f = c and fields(c) or {}
+    if f[2] == ARGV[1] and f[5] == oid then
+      return {'OK', f[1], f[3], f[4]}
+    end
+  end
   return {'INVALID'}
 end
 local now = now_ms()
@@ -17,13 +33,16 @@ end
 if now < activate then
   return {'NOT_ACTIVE', activate - now}
 end
-local tid, oid = tok[2], ARGV[3]
+local tid = tok[2]
 local deadline = now + tonumber(ARGV[4])
+-- The marker and the consumed data live until the token could no longer be
+-- restored anyway (its expiry, or the lease if later) plus two minutes.
+local keep = math.max(expires, deadline) + 120000
 redis.call('DEL', KEYS[1])
-redis.call('ZADD', KEYS[4], deadline, tid)
+redis.call('ZADD', KEYS[4], deadline, tid .. ':' .. ARGV[2])
 -- What a restore needs to put the token back as it was.
-redis.call('HSET', KEYS[5], tid, table.concat({ARGV[2], tok[1], tok[3], tok[4], oid, tok[5] or '0'}, '|'))
-redis.call('SET', KEYS[2], 'ORDERING:' .. tid .. ':' .. oid, 'PXAT', math.max(expires, deadline) + 120000)
+redis.call('SET', KEYS[5], table.concat({tid, tok[1], tok[3], tok[4], oid, tok[5] or '0'}, '|'), 'PXAT', keep)
+redis.call('SET', KEYS[2], 'ORDERING:' .. tid .. ':' .. oid, 'PXAT', keep)
 -- The slot stays taken while the order is in flight, a little past the lease
 -- so the reaper can settle or restore before the dispatcher prunes it.
 redis.call('ZADD', KEYS[3], deadline + tonumber(ARGV[5]), ARGV[2])

@@ -14,6 +14,11 @@ local tok = redis.call('HMGET', KEYS[4], 'token', 'tokenId', 'activateAt', 'expi
 if tok[1] then
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
+-- An order with the token is in flight: the user is through, not back in
+-- line (a new place now would give them a second token).
+if marker_state(redis.call('GET', KEYS[5])) == 'ORDERING' then
+  return reply('ORDERING', cfg[1], cfg[2], measured, total, 0)
+end
 if cfg[1] == 'CLOSED' then
   return reply('CLOSED', cfg[1], cfg[2], measured, total, 0)
 end

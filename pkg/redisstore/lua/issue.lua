@@ -3,86 +3,144 @@
 -- a status marker, a slot and a TokenIssued event. One script: a crash leaves
 -- all of it or none of it.
 --
--- Per-user keys (token:<user>, status:<user>) are built from the queue's key
--- prefix, which carries the queue's hash tag: they live in the same cluster
--- slot as KEYS, so the script runs unchanged on Redis Cluster.
+-- Safe to run twice. The tick carries an id; the dispatch hash keeps the id
+-- and the reply of the last applied tick, and a repeat (a client that timed
+-- out and sent the same EVALSHA again) gets that reply and changes nothing.
 --
--- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox
--- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id,
---       5.. (secret, token id) pairs made by the caller, one per possible admission
+-- Every key is read before the first write. Per-user keys (token:<user>,
+-- status:<user>) are built from the queue's prefix, which carries the hash
+-- tag, so they share the queue's slot; while that slot is migrating a key
+-- this node does not hold makes the read fail, and the script stops before
+-- it has changed anything (the caller retries the tick).
+--
+-- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
+-- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
+--       6 outbox bound (0: none),
+--       7.. (secret, token id) pairs made by the caller, one per possible admission
 local epoch = tonumber(ARGV[1])
-local current = tonumber(redis.call('HGET', KEYS[4], 'epoch') or '0')
+local d0 = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply')
+local current = tonumber(d0[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
+end
+if d0[2] == ARGV[5] and d0[3] then
+  return cjson.decode(d0[3])
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
-local prefix, tick_ms, q = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local prefix, tick_ms, q, tick_id = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local bound = tonumber(ARGV[6])
 local now = now_ms()
 
--- 1. Prune slots whose expiry passed. An unused token is a no-show: its
--- marker says EXPIRED and a TokenExpired event goes out. A slot whose order
--- is in flight is freed too (the order-service's reaper settles or restores
--- it, and a restore takes a slot again).
+-- Records the reply of this tick next to its id, then returns it.
+local function done(r, fields)
+  redis.call('HSET', KEYS[4], 'tickId', tick_id, 'tickReply', cjson.encode(r), unpack(fields))
+  return r
+end
+
+-- A closed queue whose last slot, order and event are gone is deleted: its
+-- keys, here; its registration in wr:queues, by the caller (another slot).
+-- The epoch stays an hour, so a re-created queue keeps fencing old leaders.
+if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
+    and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+  redis.call('DEL', KEYS[4])
+  redis.call('HSET', KEYS[4], 'epoch', current)
+  redis.call('PEXPIRE', KEYS[4], 3600000)
+  return {'GONE'}
+end
+
+-- Room left in the outbox: an event can only be written if it fits, so a
+-- broker outage fills the stream to its bound and no further.
+local room = 1e15
+if bound > 0 then
+  room = bound - redis.call('XLEN', KEYS[5])
+end
+local d = redis.call('HMGET', KEYS[4], 'credit', 'lastTickMs', 'measuredRate', 'heldReason')
+local last = tonumber(d[2]) or now
+local elapsed = math.max(0, now - last)
+local rate = tonumber(cfg[2])
+-- The batch cap is ceil(rate x span) + 1 where span is the time this tick
+-- covers: its elapsed time, at least one tick (a tick never issues more than
+-- its share plus one) and at most ten (a leader that was gone longer, a
+-- failover, catches up one second's worth, not a burst of everything
+-- missed). The caller supplies grants for the span it measured.
+local base_cap = math.ceil(rate * tick_ms / 1000) + 1
+local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
+local batch_cap = math.ceil(rate * span / 1000) + 1
+local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap + base_cap)
+
+if room <= 0 then
+  -- Held: nobody is admitted and no slot is pruned (that would write an
+  -- event) until the relay drains the outbox below its bound.
+  return done({'HELD', 0, 0, redis.call('ZCARD', KEYS[2])},
+    {'credit', credit, 'lastTickMs', now, 'heldReason', 'OUTBOX_BACKLOG'})
+end
+
+-- 1. Reads. Slots whose expiry passed and their markers; then, if the queue
+-- is open, the head of the line and the keys each person's token will use.
+local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, math.min(1000, room))
+local markers = {}
+local expiring = 0
+for i, user in ipairs(stale) do
+  markers[i] = redis.call('GET', prefix .. 'status:' .. user)
+  if marker_state(markers[i]) == 'TOKEN_ISSUED' then
+    expiring = expiring + 1
+  end
+end
+local waiting = redis.call('ZCARD', KEYS[2])
+local heads = {}
+if cfg[1] == 'OPEN' then
+  local grants = math.floor((#ARGV - 6) / 2)
+  local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
+  local max_active = tonumber(cfg[3])
+  if max_active > 0 then
+    n = math.min(n, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
+  end
+  if n > 0 then
+    heads = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+    for i = 1, #heads, 2 do
+      redis.call('EXISTS', prefix .. 'token:' .. heads[i])
+      redis.call('EXISTS', prefix .. 'status:' .. heads[i])
+    end
+  end
+end
+
+-- 2. Prune. An unused token is a no-show: its marker says EXPIRED and a
+-- TokenExpired event goes out. A slot whose order is in flight is freed too
+-- (the order-service's reaper settles or restores it, and a restore takes a
+-- slot again).
 local expired = 0
-local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, 1000)
-for _, user in ipairs(stale) do
+for i, user in ipairs(stale) do
   redis.call('ZREM', KEYS[3], user)
-  local skey = prefix .. 'status:' .. user
-  local marker = redis.call('GET', skey)
-  if marker_state(marker) == 'TOKEN_ISSUED' then
-    local tid = string.sub(marker, 14)
-    redis.call('SET', skey, 'EXPIRED:' .. tid, 'KEEPTTL')
+  if marker_state(markers[i]) == 'TOKEN_ISSUED' then
+    local tid = string.sub(markers[i], 14)
+    redis.call('SET', prefix .. 'status:' .. user, 'EXPIRED:' .. tid, 'KEEPTTL')
     emit(KEYS[5], {'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', q, 'user', user,
       'tid', tid, 'reason', 'NO_SHOW', 'at', now})
     expired = expired + 1
   end
 end
 
--- 2. Credit. Elapsed time comes from the last tick (Redis TIME), so a slow
--- tick is made up for; the carry is capped (below), so a long gap never
--- becomes a burst. Nothing accrues while not OPEN: a queue that reopens
--- resumes at its rate.
-local d = redis.call('HMGET', KEYS[4], 'credit', 'lastTickMs', 'measuredRate')
-local last = tonumber(d[2]) or now
-local elapsed = math.max(0, now - last)
-local rate = tonumber(cfg[2])
 if cfg[1] ~= 'OPEN' then
-  redis.call('HSET', KEYS[4], 'credit', 0, 'lastTickMs', now, 'measuredRate', 0)
-  return {'PAUSED', 0, expired}
-end
--- The batch cap is ceil(rate x span) + 1 where span is the time this tick
--- covers: its elapsed time, at least one tick (a tick never issues more than
--- its share plus one) and at most ten (a leader that was gone longer, a
--- failover, catches up one second's worth, not a burst of everything
--- missed). Slow ticks (a loaded machine, many queues) thus keep the rate.
-local base_cap = math.ceil(rate * tick_ms / 1000) + 1
-local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
-local batch_cap = math.ceil(rate * span / 1000) + 1
-local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap + base_cap)
-
--- 3. How many: credit, batch cap, free slots, grants supplied, people waiting.
-local waiting = redis.call('ZCARD', KEYS[2])
-local grants = math.floor((#ARGV - 4) / 2)
-local n = math.min(math.floor(credit), batch_cap, grants, waiting)
-local max_active = tonumber(cfg[3])
-if max_active > 0 then
-  n = math.min(n, math.max(0, max_active - redis.call('ZCARD', KEYS[3])))
+  -- Nothing accrues while not OPEN: a queue that reopens resumes at its
+  -- rate, and its measured rate starts again from the configured one.
+  redis.call('HDEL', KEYS[4], 'measuredRate')
+  return done({'PAUSED', 0, expired, waiting}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
 end
 
--- 4. Admit the head of the line, in the order people came.
+-- 3. Admit the head of the line, in the order people came.
 local ttl_ms = tonumber(cfg[4]) * 1000
 local spread = tonumber(cfg[5])
-local popped = {}
-if n > 0 then
-  popped = redis.call('ZPOPMIN', KEYS[2], n)
+local issued = #heads / 2
+if issued > 0 then
+  redis.call('ZPOPMIN', KEYS[2], issued)
 end
-local issued = #popped / 2
 for i = 1, issued do
-  local user, seq = popped[2 * i - 1], popped[2 * i]
-  local secret, tid = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
+  local user, seq = heads[2 * i - 1], heads[2 * i]
+  local secret, tid = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -97,18 +155,19 @@ for i = 1, issued do
     'seq', seq, 'act', activate, 'exp', expires, 'at', now})
 end
 
--- 5. Bookkeeping, and the measured rate the gateway's ETA uses: an
--- exponentially weighted average over about five seconds, updated only on
--- ticks with people waiting (an idle queue says nothing about its rate).
-local measured = tonumber(d[3]) or 0
-if waiting > 0 and elapsed > 0 then
-  local instant = issued * 1000 / elapsed
-  if measured == 0 then
-    measured = instant
-  else
-    measured = measured + (1 - math.exp(-elapsed / 5000)) * (instant - measured)
+-- 4. The measured rate the gateway's ETA uses: an average over about five
+-- seconds, weighted by time, of what each tick did. It starts at the
+-- configured rate; a tick with people waiting counts what it admitted over
+-- its own span, and idle time (nobody waiting) counts as the configured
+-- rate, since that is how fast the next person would move.
+local measured = tonumber(d[3]) or rate
+if elapsed > 0 then
+  local target = rate
+  if waiting > 0 then
+    target = issued * 1000 / elapsed
   end
+  measured = measured + (1 - math.exp(-elapsed / 5000)) * (target - measured)
 end
-redis.call('HSET', KEYS[4], 'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measured)
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
-return {'OK', issued, expired, waiting - issued}
+return done({'OK', issued, expired, waiting - issued},
+  {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measured, 'heldReason', ''})

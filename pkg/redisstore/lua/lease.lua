@@ -2,14 +2,33 @@
 -- The lock value is "<owner>:<epoch>". Acquiring bumps the queue's epoch, the
 -- fencing token every issue call must present: a paused ex-leader holding an
 -- old epoch can never issue again.
--- KEYS: 1 lock, 2 dispatch
--- ARGV: 1 op (acquire | renew | release), 2 owner, 3 lease ms, 4 epoch (renew, release)
+--
+-- Safe to run twice. An acquire carries an attempt id, kept in the dispatch
+-- hash: a repeat of the attempt that took the lease answers its epoch
+-- instead of "held by someone" (which would leave the queue leaderless until
+-- the lease ran out). Renew and release are idempotent as they are.
+--
+-- KEYS: 1 lock, 2 dispatch, 3 config
+-- ARGV: 1 op (acquire | renew | release), 2 owner, 3 lease ms,
+--       4 epoch (renew, release) or attempt id (acquire)
 local op, owner = ARGV[1], ARGV[2]
 if op == 'acquire' then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
+  local held = redis.call('GET', KEYS[1])
+  if held then
+    local d = redis.call('HMGET', KEYS[2], 'epoch', 'leaseAttempt')
+    if d[2] == ARGV[4] and held == owner .. ':' .. d[1] then
+      return tonumber(d[1])
+    end
     return 0
   end
+  -- A queue without configuration (deleted, or never created) has nothing
+  -- to lead; leading it would only recreate its dispatch state.
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    return -1
+  end
   local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
+  redis.call('HSET', KEYS[2], 'leaseAttempt', ARGV[4])
+  redis.call('PERSIST', KEYS[2])
   redis.call('SET', KEYS[1], owner .. ':' .. epoch, 'PX', ARGV[3])
   return epoch
 end

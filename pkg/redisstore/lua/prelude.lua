@@ -43,3 +43,12 @@ end
 local function emit(outbox, fields)
   redis.call('XADD', outbox, '*', unpack(fields))
 end
+
+-- Splits "a|b|c" into {'a', 'b', 'c'}.
+local function fields(s)
+  local f = {}
+  for part in string.gmatch(s, '[^|]+') do
+    f[#f + 1] = part
+  end
+  return f
+end

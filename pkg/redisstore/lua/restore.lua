@@ -2,28 +2,31 @@
 -- with its original expiry (so its remaining TTL), slot kept, TokenRestored
 -- emitted; if that expiry has passed the slot is freed and TokenExpired is
 -- emitted instead. Not restorable (sold out): the slot is freed.
--- Idempotent by token and order id: only the in-flight marker of this very
--- token and order is acted on, so a redelivered OrderFailed, or one that
--- arrives after the token was restored and used again, changes nothing.
--- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 inflight data, 6 outbox
+--
+-- Safe to run twice: token id and order id are the request id. Only the
+-- in-flight marker of this very token and order is acted on, so a repeat, a
+-- redelivered OrderFailed, or one that arrives after the token was restored
+-- and used again, changes nothing and answers DUPLICATE.
+--
+-- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 outbox
 -- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id
 local user, tid, oid = ARGV[1], ARGV[2], ARGV[3]
+-- consumed: tokenId|secret|activateAt|expiresAt|orderId|seq
+local c = redis.call('GET', KEYS[5])
+local f = c and fields(c) or {}
+local ours = f[1] == tid and f[5] == oid
 if redis.call('GET', KEYS[2]) ~= 'ORDERING:' .. tid .. ':' .. oid then
   return {'DUPLICATE'}
 end
-local data = redis.call('HGET', KEYS[5], tid)
-redis.call('ZREM', KEYS[4], tid)
-redis.call('HDEL', KEYS[5], tid)
+redis.call('ZREM', KEYS[4], tid .. ':' .. user)
+if ours then
+  redis.call('DEL', KEYS[5])
+end
 local now = now_ms()
-if ARGV[4] ~= '1' or not data then
+if ARGV[4] ~= '1' or not ours then
   redis.call('SET', KEYS[2], 'FAILED:' .. tid .. ':' .. oid, 'KEEPTTL')
   redis.call('ZREM', KEYS[3], user)
   return {'FREED'}
-end
--- data: user|secret|activateAt|expiresAt|orderId|seq
-local f = {}
-for part in string.gmatch(data, '[^|]+') do
-  f[#f + 1] = part
 end
 local secret, activate, expires = f[2], tonumber(f[3]), tonumber(f[4])
 if expires <= now then

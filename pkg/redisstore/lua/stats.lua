@@ -8,5 +8,5 @@ local now = now_ms()
 local waiting = redis.call('ZCARD', KEYS[2])
 -- Slots whose expiry passed are free even before the dispatcher prunes them.
 local active = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
-local issued = redis.call('HGET', KEYS[4], 'issuedTotal') or '0'
-return {'OK', cfg, waiting, active, issued, measured_rate(KEYS[4], now)}
+local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason')
+return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or ''}

@@ -21,13 +21,15 @@ type Store interface {
 	AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error)
 	RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error)
 	ReleaseLease(ctx context.Context, q, owner string, epoch int64) error
-	Issue(ctx context.Context, q string, epoch int64, tick time.Duration, grants []queue.Grant) (queue.IssueResult, error)
+	Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error)
+	Unregister(ctx context.Context, q string) (bool, error)
 
 	EnsureOutboxGroup(ctx context.Context, q string) error
-	ReadOutbox(ctx context.Context, q, consumer string, count int64, block time.Duration) ([]queue.Event, error)
+	ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error)
 	ClaimOutbox(ctx context.Context, q, consumer string, minIdle time.Duration, count int64) ([]queue.Event, error)
-	AckOutbox(ctx context.Context, q string, streamIDs []string) error
-	OutboxLen(ctx context.Context, q string) (int64, error)
+	AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) error
+	OutboxLens(ctx context.Context, qs []string) (map[string]int64, error)
+	PruneOutboxConsumers(ctx context.Context, q, self string, idle time.Duration) (int, error)
 }
 
 // Publisher publishes outbox events and returns once the broker confirmed
@@ -44,6 +46,12 @@ type Options struct {
 	Tick time.Duration
 	// Lease is how long a lease lives without renewal; renewed at a third.
 	Lease time.Duration
+	// OutboxBound holds a queue's admission while its outbox has this many
+	// events the broker has not confirmed (OUTBOX_MAX_BACKLOG); 0: none.
+	OutboxBound int64
+	// RelayPoll is how often the relay looks at every led queue's outbox
+	// without being woken by a tick (events other replicas' restores wrote).
+	RelayPoll time.Duration
 	// Discovery is how often wr:queues is re-read.
 	Discovery time.Duration
 	// RelayBatch is the most events published per broker round.
@@ -59,7 +67,10 @@ func (o *Options) defaults() {
 		o.Tick = 100 * time.Millisecond
 	}
 	if o.Lease <= 0 {
-		o.Lease = 3 * time.Second
+		o.Lease = DefaultLease
+	}
+	if o.RelayPoll <= 0 {
+		o.RelayPoll = 100 * time.Millisecond
 	}
 	if o.Discovery <= 0 {
 		o.Discovery = time.Second
@@ -69,13 +80,20 @@ func (o *Options) defaults() {
 	}
 }
 
-// Dispatcher runs a worker per known queue.
+// DefaultLease is short enough that a queue whose leader was killed admits
+// again within a second (lease + one standby tick); fencing makes a short
+// lease safe, since a leader that misses it can no longer issue.
+const DefaultLease = 600 * time.Millisecond
+
+// Dispatcher runs a worker per known queue and one relay for the queues
+// this replica leads.
 type Dispatcher struct {
 	store Store
 	pub   Publisher
 	log   *slog.Logger
 	m     *Metrics
 	o     Options
+	relay *relay
 }
 
 // New returns a Dispatcher. metrics may be nil.
@@ -93,25 +111,31 @@ func New(store Store, pub Publisher, log *slog.Logger, m *Metrics, o Options) (*
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Dispatcher{store: store, pub: pub, log: log.With("owner", o.Owner), m: m, o: o}, nil
+	d := &Dispatcher{store: store, pub: pub, log: log.With("owner", o.Owner), m: m, o: o}
+	d.relay = newRelay(d)
+	return d, nil
 }
 
-// Run discovers queues and runs one worker per queue until ctx ends; then it
-// waits for every worker, each of which releases the lease it holds. A queue
-// that disappears from wr:queues has its worker stopped.
+// Run discovers queues and runs one worker per queue, and the relay, until
+// ctx ends; then it waits for every worker, each of which releases the lease
+// it holds. A queue that disappears from wr:queues has its worker stopped; a
+// worker that ends by itself (its queue was deleted) is started again if the
+// queue comes back.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	running := map[string]context.CancelFunc{}
+	running := map[string]*worker{}
 	defer func() {
-		for _, stop := range running {
-			stop()
+		for _, w := range running {
+			w.stop()
 		}
 	}()
+	wg.Go(func() { d.relay.run(ctx) })
 	allowed := map[string]bool{}
 	for _, q := range d.o.Queues {
 		allowed[q] = true
 	}
+	ended := make(chan *worker)
 	t := time.NewTicker(d.o.Discovery)
 	defer t.Stop()
 	for {
@@ -131,21 +155,35 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					continue
 				}
 				wctx, stop := context.WithCancel(ctx)
-				running[q] = stop
-				w := &worker{d: d, q: q, log: d.log.With("queue", q)}
-				wg.Go(func() { w.run(wctx) })
+				w := &worker{d: d, q: q, log: d.log.With("queue", q), stop: stop}
+				running[q] = w
+				wg.Go(func() {
+					w.run(wctx)
+					select {
+					case ended <- w:
+					case <-ctx.Done():
+					}
+				})
 			}
-			for q, stop := range running {
+			for q, w := range running {
 				if !seen[q] {
-					stop()
+					w.stop()
 					delete(running, q)
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return nil
+			case w := <-ended:
+				if running[w.q] == w {
+					w.stop()
+					delete(running, w.q)
+				}
+			case <-t.C:
+				waiting = false
+			}
 		}
 	}
 }

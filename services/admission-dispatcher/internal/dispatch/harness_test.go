@@ -81,18 +81,18 @@ func (c *crashable) ReleaseLease(ctx context.Context, q, owner string, epoch int
 	return c.Store.ReleaseLease(ctx, q, owner, epoch)
 }
 
-func (c *crashable) Issue(ctx context.Context, q string, epoch int64, tick time.Duration, g []queue.Grant) (queue.IssueResult, error) {
+func (c *crashable) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
 	if c.crashed.Load() {
 		return queue.IssueResult{}, errCrashed
 	}
-	return c.Store.Issue(ctx, q, epoch, tick, g)
+	return c.Store.Issue(ctx, q, r)
 }
 
-func (c *crashable) ReadOutbox(ctx context.Context, q, consumer string, n int64, block time.Duration) ([]queue.Event, error) {
+func (c *crashable) ReadOutboxes(ctx context.Context, consumer string, n int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error) {
 	if c.crashed.Load() {
 		return nil, errCrashed
 	}
-	return c.Store.ReadOutbox(ctx, q, consumer, n, block)
+	return c.Store.ReadOutboxes(ctx, consumer, n, reads)
 }
 
 // replica is one dispatcher process.

@@ -2,61 +2,113 @@ package dispatch
 
 import (
 	"context"
-	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-// Relay timing. The block bounds how long a new event waits for the relay;
-// claimIdle is how long another consumer's unacknowledged events must sit
-// before this leader takes them over (its predecessor died mid-publish).
+// Relay timing. claimIdle is how long another consumer's unacknowledged
+// events must sit before this leader takes them over (its predecessor died
+// mid-publish); consumers idle for consumerIdle with nothing pending are
+// deleted from the group.
 const (
-	relayBlock    = 100 * time.Millisecond
 	claimIdle     = 2 * time.Second
 	claimEvery    = 5 * time.Second
+	consumerIdle  = time.Minute
+	pruneEvery    = 30 * time.Second
+	backlogEvery  = time.Second
 	relayMaxPause = 5 * time.Second
 )
 
-// relay moves the queue's outbox to the broker while this replica leads:
-// read, publish with confirms, then acknowledge and delete. An event is
+// relay moves the outboxes of every queue this replica leads to the broker:
+// one loop per replica, one pipelined non-blocking read for all queues per
+// round, publish with confirms, then acknowledge and delete. An event is
 // deleted only after the broker confirmed it, so a crash or a broker outage
 // delays events and loses none (it may publish one twice).
-func (w *worker) relay(ctx context.Context, log *slog.Logger) {
-	if err := w.d.store.EnsureOutboxGroup(ctx, w.q); err != nil && ctx.Err() == nil {
-		log.Warn("outbox group", "err", err)
+//
+// It never blocks on a stream: a blocking read per queue would hold one
+// pooled connection per queue, and with more queues than connections the
+// admission ticks would wait for the pool.
+type relay struct {
+	d    *Dispatcher
+	wake chan struct{}
+
+	mu  sync.Mutex
+	led map[string]*relayed
+}
+
+// relayed is the relay's state of one led queue.
+type relayed struct {
+	grouped   bool // the consumer group exists
+	pending   bool // re-read own unacknowledged events first
+	lastClaim time.Time
+	lastPrune time.Time
+}
+
+func newRelay(d *Dispatcher) *relay {
+	return &relay{d: d, wake: make(chan struct{}, 1), led: map[string]*relayed{}}
+}
+
+// add starts relaying q (this replica leads it now). Events a previous
+// leader read and never acknowledged are claimed at the first round.
+func (r *relay) add(q string) {
+	r.mu.Lock()
+	r.led[q] = &relayed{pending: true}
+	r.mu.Unlock()
+	r.kick()
+}
+
+// remove stops relaying q.
+func (r *relay) remove(q string) {
+	r.mu.Lock()
+	delete(r.led, q)
+	r.mu.Unlock()
+	r.d.m.backlog.DeleteLabelValues(q)
+}
+
+// kick wakes the relay: a tick wrote events.
+func (r *relay) kick() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
+}
+
+func (r *relay) run(ctx context.Context) {
 	pause := time.Duration(0)
-	lastClaim := time.Time{}
-	for ctx.Err() == nil {
+	lastBacklog := time.Time{}
+	for {
+		wait := r.d.o.RelayPoll
 		if pause > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(pause):
+			wait = pause
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.wake:
+			if pause > 0 { // backing off: a kick does not cut the pause short
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
 			}
+		case <-t.C:
 		}
-		var events []queue.Event
-		var err error
-		if time.Since(lastClaim) >= claimEvery {
-			lastClaim = time.Now()
-			events, err = w.d.store.ClaimOutbox(ctx, w.q, w.d.o.Owner, claimIdle, w.d.o.RelayBatch)
-		}
-		if err == nil && len(events) == 0 {
-			events, err = w.d.store.ReadOutbox(ctx, w.q, w.d.o.Owner, w.d.o.RelayBatch, relayBlock)
-		}
-		if err == nil && len(events) > 0 {
-			if err = w.d.pub.Publish(ctx, events); err == nil {
-				err = w.d.store.AckOutbox(ctx, w.q, streamIDs(events))
-				w.d.m.countPublished(events)
-			}
-		}
-		if n, lerr := w.d.store.OutboxLen(ctx, w.q); lerr == nil {
-			w.d.m.backlog.WithLabelValues(w.q).Set(float64(n))
+		t.Stop()
+		err := r.round(ctx)
+		if time.Since(lastBacklog) >= backlogEvery {
+			lastBacklog = time.Now()
+			r.observeBacklog(ctx)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				log.Warn("outbox relay", "err", err, "retry_in", backoff(pause).String())
+				r.d.log.Warn("outbox relay", "err", err, "retry_in", backoff(pause).String())
 			}
 			pause = backoff(pause)
 			continue
@@ -65,17 +117,123 @@ func (w *worker) relay(ctx context.Context, log *slog.Logger) {
 	}
 }
 
+// snapshot copies the led queues' names and state for one round.
+func (r *relay) snapshot() map[string]*relayed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]*relayed, len(r.led))
+	for q, s := range r.led {
+		out[q] = s
+	}
+	return out
+}
+
+// round reads every led queue once, publishes what it found, and
+// acknowledges it. The per-queue state is only touched here (one goroutine).
+func (r *relay) round(ctx context.Context) error {
+	led := r.snapshot()
+	if len(led) == 0 {
+		return nil
+	}
+	o := r.d.o
+	var found []queue.OutboxBatch
+	reads := make([]queue.OutboxRead, 0, len(led))
+	for q, s := range led {
+		if !s.grouped {
+			if err := r.d.store.EnsureOutboxGroup(ctx, q); err != nil {
+				r.d.log.Warn("outbox group", "queue", q, "err", err)
+				continue
+			}
+			s.grouped = true
+		}
+		if time.Since(s.lastClaim) >= claimEvery {
+			s.lastClaim = time.Now()
+			evs, err := r.d.store.ClaimOutbox(ctx, q, o.Owner, claimIdle, o.RelayBatch)
+			if err != nil {
+				r.d.log.Warn("claim outbox", "queue", q, "err", err)
+			}
+			if len(evs) > 0 {
+				found = append(found, queue.OutboxBatch{QueueID: q, Events: evs})
+				continue
+			}
+		}
+		if time.Since(s.lastPrune) >= pruneEvery {
+			s.lastPrune = time.Now()
+			if n, err := r.d.store.PruneOutboxConsumers(ctx, q, o.Owner, consumerIdle); err != nil {
+				r.d.log.Debug("prune outbox consumers", "queue", q, "err", err)
+			} else if n > 0 {
+				r.d.log.Info("deleted idle outbox consumers", "queue", q, "count", n)
+			}
+		}
+		reads = append(reads, queue.OutboxRead{QueueID: q, Pending: s.pending})
+	}
+	batches, err := r.d.store.ReadOutboxes(ctx, o.Owner, o.RelayBatch, reads)
+	if err != nil {
+		return err
+	}
+	for _, b := range batches {
+		s := led[b.QueueID]
+		switch {
+		case b.Err != nil:
+			// The group may be gone with a deleted queue, or the slot
+			// moving: look again next round.
+			r.d.log.Debug("read outbox", "queue", b.QueueID, "err", b.Err)
+			s.grouped = false
+		case len(b.Events) == 0:
+			s.pending = false // nothing of ours left unacknowledged
+		default:
+			found = append(found, b)
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var events []queue.Event
+	for _, b := range found {
+		events = append(events, b.Events...)
+	}
+	if err := r.d.pub.Publish(ctx, events); err != nil {
+		for _, b := range found {
+			led[b.QueueID].pending = true
+		}
+		return err
+	}
+	if err := r.d.store.AckOutboxes(ctx, found); err != nil {
+		for _, b := range found {
+			led[b.QueueID].pending = true
+		}
+		return err
+	}
+	r.d.m.countPublished(events)
+	// More may be waiting (a batch was full): go again at once.
+	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= o.RelayBatch }) {
+		r.kick()
+	}
+	return nil
+}
+
+func (r *relay) observeBacklog(ctx context.Context) {
+	led := r.snapshot()
+	qs := make([]string, 0, len(led))
+	for q := range led {
+		qs = append(qs, q)
+	}
+	lens, err := r.d.store.OutboxLens(ctx, qs)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for q, n := range lens {
+		if r.led[q] != nil { // still led: a removed queue's gauge stays deleted
+			r.d.m.backlog.WithLabelValues(q).Set(float64(n))
+		}
+	}
+}
+
 func backoff(d time.Duration) time.Duration {
 	if d == 0 {
 		return 100 * time.Millisecond
 	}
 	return min(2*d, relayMaxPause)
-}
-
-func streamIDs(events []queue.Event) []string {
-	ids := make([]string, len(events))
-	for i, e := range events {
-		ids[i] = e.StreamID
-	}
-	return ids
 }

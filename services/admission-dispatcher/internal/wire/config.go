@@ -22,8 +22,13 @@ type Config struct {
 	// Tick is the admission period.
 	Tick time.Duration `env:"DISPATCH_TICK" envDefault:"100ms"`
 	// Lease is the per-queue leadership lease; a standby takes over within
-	// lease + tick after a leader dies. It must outlast the worst tick.
-	Lease time.Duration `env:"DISPATCH_LEASE" envDefault:"3s"`
+	// lease + tick after a leader dies (600ms + 100ms: a killed leader's
+	// queue admits again within a second). Renewed every third of it.
+	Lease time.Duration `env:"DISPATCH_LEASE" envDefault:"600ms"`
+	// OutboxMaxBacklog holds a queue's admission while its outbox has this
+	// many events the broker has not confirmed, so a long broker outage
+	// cannot fill Redis; 0 turns the bound off.
+	OutboxMaxBacklog int64 `env:"OUTBOX_MAX_BACKLOG" envDefault:"100000"`
 	// Queues limits this deployment to some queue ids (sharding); empty = all.
 	Queues []string `env:"DISPATCH_QUEUES"`
 	// InstanceID names this replica in leases; defaults to hostname + random.
@@ -44,6 +49,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Lease < 3*c.Tick {
 		errs = append(errs, errors.New("DISPATCH_LEASE must be at least three ticks (it must outlast the worst tick)"))
+	}
+	if c.OutboxMaxBacklog < 0 {
+		errs = append(errs, errors.New("OUTBOX_MAX_BACKLOG must be 0 (no bound) or positive"))
 	}
 	for _, q := range c.Queues {
 		if !queue.ValidID(q) {

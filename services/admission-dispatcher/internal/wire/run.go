@@ -42,7 +42,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	m := dispatch.NewMetrics(reg)
 	owner := cfg.owner()
 	d, err := dispatch.New(store, eventPublisher{pub: conn.Publisher()}, log, m, dispatch.Options{
-		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues,
+		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog,
 	})
 	if err != nil {
 		return err
@@ -59,7 +59,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}
-	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String())
+	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog)
 
 	work, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()

@@ -39,10 +39,10 @@ func (s *Service) failed(ctx context.Context, q, user, tokenID, orderID string, 
 	// The request may be gone; recording the failure must not be.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.record(ctx, q, tokenID, ev, restorable, cause)
+	s.record(ctx, q, user, tokenID, ev, restorable, cause)
 }
 
-func (s *Service) record(ctx context.Context, q, tokenID string, ev OutboxEvent, restorable bool, cause error) {
+func (s *Service) record(ctx context.Context, q, user, tokenID string, ev OutboxEvent, restorable bool, cause error) {
 	log := s.log.With("queue", q, "token", tokenID, "event", ev.EventID, "cause", cause)
 	_, err := s.repo.AddEvent(ctx, ev)
 	if err != nil && s.direct != nil {
@@ -53,7 +53,7 @@ func (s *Service) record(ctx context.Context, q, tokenID string, ev OutboxEvent,
 		log.Error("could not record OrderFailed now; the reaper will", "err", err)
 		return
 	}
-	if err := s.tokens.HandOff(ctx, q, tokenID); err != nil {
+	if err := s.tokens.HandOff(ctx, q, user, tokenID); err != nil {
 		// Harmless: the reaper finds the event already recorded.
 		log.Warn("hand off to restoration", "err", err)
 	}

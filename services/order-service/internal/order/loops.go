@@ -61,7 +61,7 @@ func (s *Service) ReapLoop(ctx context.Context, every time.Duration, observe fun
 			return
 		case <-t.C:
 		}
-		res, err := s.Reap(ctx, time.Now())
+		res, err := s.Reap(ctx)
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("reaper pass", "err", err)
 		}

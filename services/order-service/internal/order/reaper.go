@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -25,7 +24,7 @@ type ReapResult struct {
 // database, and "no order here" would wrongly declare it abandoned: its
 // owner may have committed the order, and restoring the token would let the
 // buyer order twice.
-func (s *Service) Reap(ctx context.Context, now time.Time) (ReapResult, error) {
+func (s *Service) Reap(ctx context.Context) (ReapResult, error) {
 	var res ReapResult
 	qs, err := s.repo.QueueIDs(ctx)
 	if err != nil {
@@ -35,7 +34,7 @@ func (s *Service) Reap(ctx context.Context, now time.Time) (ReapResult, error) {
 		if !queue.ValidID(q) {
 			continue
 		}
-		overdue, err := s.tokens.Overdue(ctx, q, now, 200)
+		overdue, err := s.tokens.Overdue(ctx, q, 200)
 		if err != nil {
 			return res, err
 		}
@@ -61,9 +60,10 @@ func (s *Service) reap(ctx context.Context, q string, t queue.InflightToken, res
 		s.log.Info("reaper settled a committed order", "queue", q, "order", o.ID, "token", t.TokenID)
 		return nil
 	}
-	if t.UserID == "" || t.OrderID == "" {
-		// No data to restore from; drop the lease entry so it is not retried forever.
-		return s.tokens.HandOff(ctx, q, t.TokenID)
+	if t.OrderID == "" {
+		// No data to restore from (it expired with the token): drop the
+		// lease entry so it is not retried forever.
+		return s.tokens.HandOff(ctx, q, t.UserID, t.TokenID)
 	}
 	ev, err := orderFailed(q, t.UserID, t.TokenID, t.OrderID, waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED, true, t.ExpiresAt)
 	if err != nil {
@@ -72,7 +72,7 @@ func (s *Service) reap(ctx context.Context, q string, t queue.InflightToken, res
 	if _, err := s.repo.AddEvent(ctx, ev); err != nil {
 		return err
 	}
-	if err := s.tokens.HandOff(ctx, q, t.TokenID); err != nil {
+	if err := s.tokens.HandOff(ctx, q, t.UserID, t.TokenID); err != nil {
 		return err
 	}
 	res.Abandoned++

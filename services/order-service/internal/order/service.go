@@ -19,8 +19,10 @@ import (
 type Tokens interface {
 	Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error)
 	Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error)
-	HandOff(ctx context.Context, q, tokenID string) error
-	Overdue(ctx context.Context, q string, now time.Time, limit int64) ([]queue.InflightToken, error)
+	HandOff(ctx context.Context, q, user, tokenID string) error
+	// Overdue lists tokens whose lease has ended by the store's clock (the
+	// one that set the deadlines), never the caller's.
+	Overdue(ctx context.Context, q string, limit int64) ([]queue.InflightToken, error)
 }
 
 // Repo is the order database. pg.DB implements it.

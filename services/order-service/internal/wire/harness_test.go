@@ -228,7 +228,7 @@ func (s *stack) admitIn(q string, epoch int64, users ...string) map[string]strin
 			gs[i], _ = queue.NewGrant()
 		}
 		time.Sleep(110 * time.Millisecond) // credit accrues at 1,000/s
-		if _, err := s.store.Issue(ctx, q, epoch, time.Second, gs); err != nil {
+		if _, err := s.store.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: time.Second, Grants: gs}); err != nil {
 			s.t.Fatal(err)
 		}
 		for _, u := range users {

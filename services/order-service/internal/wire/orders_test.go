@@ -229,7 +229,7 @@ func TestReaperRestoresAbandonedAndSettlesCommitted(t *testing.T) {
 	if st, err := s.store.Position(ctx, foreign, "buys-elsewhere"); err != nil || st.State != queue.Admitted || !st.Ordering {
 		t.Fatalf("the other database's in-flight token: %+v %v, want ADMITTED and ordering", st, err)
 	}
-	if over, err := s.store.Overdue(ctx, foreign, time.Now(), 10); err != nil || len(over) != 1 || over[0].OrderID != "order-elsewhere" {
+	if over, err := s.store.Overdue(ctx, foreign, 10); err != nil || len(over) != 1 || over[0].OrderID != "order-elsewhere" {
 		t.Fatalf("the other database's overdue lease: %+v %v, want it still there for its owner", over, err)
 	}
 	// No second order with the settled token; the restored one orders fine.
