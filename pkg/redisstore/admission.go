@@ -84,25 +84,29 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 	return queue.IssueResult{}, fmt.Errorf("issue %s: unknown reply %v", q, res)
 }
 
-// Unregister takes q out of wr:queues once its keys are gone (a closed
-// queue that finished, or an id whose configuration never existed), so no
-// dispatcher serves it any more. wr:queues is in another slot than q's
-// keys, so this cannot be one script; it is ordered instead: remove, then
-// look at the configuration, and add the id back if a PUT created the
-// queue again meanwhile (that PUT's own registration may have come before
-// the removal). It reports whether q is unregistered now.
+// Unregister takes q out of wr:queues if its keys are gone (a closed queue
+// that finished, or an id whose configuration never existed), so no
+// dispatcher serves it any more. It reports whether it removed q.
+// wr:queues is in another slot than q's keys, so this cannot be one script;
+// it is ordered instead: remove, then look at the configuration, and add the
+// id back if a PUT created the queue again meanwhile (that PUT's own
+// registration may have come before the removal).
 func (s *Store) Unregister(ctx context.Context, q string) (bool, error) {
-	if err := s.rdb.SRem(ctx, QueuesKey, q).Err(); err != nil {
-		return false, classifyf("unregister "+q, err)
-	}
-	n, err := s.rdb.Exists(ctx, KeysFor(q).Config()).Result()
+	n, err := s.rdb.SRem(ctx, QueuesKey, q).Result()
 	if err != nil {
 		return false, classifyf("unregister "+q, err)
 	}
-	if n == 0 {
-		return true, nil
+	exists, err := s.rdb.Exists(ctx, KeysFor(q).Config()).Result()
+	if err != nil {
+		return false, classifyf("unregister "+q, err)
 	}
-	return false, classifyf("unregister "+q, s.rdb.SAdd(ctx, QueuesKey, q).Err())
+	if exists == 0 {
+		return n == 1, nil
+	}
+	if n == 1 {
+		return false, classifyf("unregister "+q, s.rdb.SAdd(ctx, QueuesKey, q).Err())
+	}
+	return false, nil
 }
 
 func intOf(res []any, i int) int64 {

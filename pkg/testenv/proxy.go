@@ -1,24 +1,34 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 // Proxy is a TCP proxy for fault tests: put it between a client and a shared
-// server and cut the line without touching the server.
+// server and cut the line, slow every reply, or hold one reply past the
+// client's timeout, without touching the server.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
-	mu     sync.Mutex
-	cut    bool
-	closed bool
-	conns  map[net.Conn]struct{} // both ends of every open pair
-	wg     sync.WaitGroup        // the accept loop and one goroutine per pair
+	mu      sync.Mutex
+	cut     bool
+	closed  bool
+	conns   map[net.Conn]struct{} // both ends of every open pair
+	wg      sync.WaitGroup        // the accept loop and two goroutines per pair
+	stopped chan struct{}
+
+	// delay is added before every chunk the server sends (nanoseconds).
+	delay atomic.Int64
+	// hold: the reply to the next request matching holdMatch is held for
+	// holdFor before it is passed on (or dropped, if the client gave up).
+	holdMatch func([]byte) bool
+	holdFor   time.Duration
+	held      atomic.Int64
 }
 
 // StartProxy listens on 127.0.0.1:0 and forwards every connection to target.
@@ -29,7 +39,7 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, stopped: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.stop)
@@ -55,11 +65,42 @@ func (p *Proxy) Restore() {
 	p.cut = false
 }
 
+// Delay adds d before every chunk a server sends back: every round trip
+// through the proxy takes d longer. Zero turns it off.
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// HoldNextReply holds, for d, the reply to the next request whose bytes
+// match: the server has done the work, and a client whose read timeout is
+// shorter than d gives up and (if it retries) sends the request again on
+// another connection. Only one reply is held per call.
+func (p *Proxy) HoldNextReply(match func(request []byte) bool, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdMatch, p.holdFor = match, d
+}
+
+// Held is how many replies have been held so far.
+func (p *Proxy) Held() int { return int(p.held.Load()) }
+
+// armHold reports how long the reply to request must be held, disarming the
+// hold when it matches.
+func (p *Proxy) armHold(request []byte) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdMatch == nil || !p.holdMatch(request) {
+		return 0
+	}
+	p.holdMatch = nil
+	p.held.Add(1)
+	return p.holdFor
+}
+
 func (p *Proxy) stop() {
 	p.mu.Lock()
 	p.closed = true
 	p.closeAll()
 	p.mu.Unlock()
+	close(p.stopped)
 	_ = p.ln.Close()
 	p.wg.Wait()
 }
@@ -121,13 +162,58 @@ func (p *Proxy) serve(client net.Conn) {
 		p.remove(client)
 		return
 	}
+	// hold is set by the request direction and used by the reply direction
+	// of this one pair: clients like go-redis send one command per
+	// connection at a time, so the next reply is the matched request's.
+	var hold atomic.Int64
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = io.Copy(server, client)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if d := p.armHold(buf[:n]); d > 0 {
+					hold.Store(int64(d))
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		p.remove(client, server) // ends the other direction
 	}()
-	_, _ = io.Copy(client, server)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			wait := time.Duration(hold.Swap(0)) + time.Duration(p.delay.Load())
+			if wait > 0 && !p.sleep(wait) {
+				break
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	p.remove(client, server)
 	<-done
+}
+
+// sleep waits d unless the proxy stops first.
+func (p *Proxy) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.stopped:
+		return false
+	}
 }

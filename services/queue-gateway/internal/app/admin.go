@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"sort"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -33,12 +34,24 @@ func (s *Service) Queue(ctx context.Context, q string) (queue.Config, queue.Stat
 }
 
 // Close stops entries to q and drops its line; it returns how many people
-// were waiting.
+// were waiting. The queue's keys go once its last token is used or expired
+// (the dispatcher removes it). An id listed in wr:queues without any
+// configuration (a leftover) is removed at once.
 func (s *Service) Close(ctx context.Context, q string) (int64, error) {
 	if !queue.ValidID(q) {
 		return 0, ErrInvalidQueueID
 	}
-	return s.store.Close(ctx, q)
+	n, err := s.store.Close(ctx, q)
+	if errors.Is(err, queue.ErrNotFound) {
+		removed, uerr := s.store.Unregister(ctx, q)
+		if uerr != nil {
+			return 0, uerr
+		}
+		if removed {
+			return 0, nil
+		}
+	}
+	return n, err
 }
 
 // Queues lists the known queue ids, sorted.

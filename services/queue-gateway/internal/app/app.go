@@ -20,6 +20,7 @@ type Store interface {
 	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	Close(ctx context.Context, q string) (int64, error)
+	Unregister(ctx context.Context, q string) (bool, error)
 	Queues(ctx context.Context) ([]string, error)
 }
 

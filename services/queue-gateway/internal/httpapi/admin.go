@@ -23,6 +23,9 @@ type queueView struct {
 	MeasuredRatePerSec float64 `json:"measuredRatePerSec"`
 	// Capacity is the line's effective cap: min(maxQueueSize, maxWaitSeconds x rate).
 	Capacity int64 `json:"capacity"`
+	// AdmissionHeld says why an open queue admits nobody right now
+	// (OUTBOX_BACKLOG: its events wait for the broker); absent when it admits.
+	AdmissionHeld string `json:"admissionHeld,omitempty"`
 }
 
 func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
@@ -34,6 +37,7 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 		IssuedTotal:        st.IssuedTotal,
 		MeasuredRatePerSec: round2(st.MeasuredRate),
 		Capacity:           cfg.Capacity(),
+		AdmissionHeld:      st.Held,
 	}
 }
 
