@@ -169,6 +169,11 @@ func (r *relay) round(ctx context.Context) error {
 	}
 	batches, err := r.d.store.ReadOutboxes(ctx, o.Owner, o.RelayBatch, reads)
 	if err != nil {
+		// A read whose reply was lost still delivered its events to this
+		// consumer: re-read its own pending events first next round.
+		for _, rd := range reads {
+			led[rd.QueueID].pending = true
+		}
 		return err
 	}
 	for _, b := range batches {
@@ -176,9 +181,9 @@ func (r *relay) round(ctx context.Context) error {
 		switch {
 		case b.Err != nil:
 			// The group may be gone with a deleted queue, or the slot
-			// moving: look again next round.
+			// moving: look again next round, own pending events first.
 			r.d.log.Debug("read outbox", "queue", b.QueueID, "err", b.Err)
-			s.grouped = false
+			s.grouped, s.pending = false, true
 		case len(b.Events) == 0:
 			s.pending = false // nothing of ours left unacknowledged
 		default:
