@@ -189,7 +189,7 @@ PY
 $RC --pipe <"$W/fill-disp.resp" >"$W/fill-disp.log" 2>&1
 say "filled $($RC ZCARD "wr:{$DQ}:waiting") waiting"
 startdisp() { # id port
-  INSTANCE_ID=$1 DISPATCH_QUEUES=$DQ DISPATCH_LEASE=3s DISPATCH_TICK=100ms LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$2 \
+  INSTANCE_ID=$1 DISPATCH_QUEUES=$DQ DISPATCH_TICK=100ms LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$2 \
     "$W/bin/admission-dispatcher" >>"$W/dispatcher-$1.log" 2>&1 &
   echo $!
 }
@@ -364,7 +364,7 @@ $(python3 deploy/bench/pprof_notes.py "$W/pprof-top.txt" "$W/pprof-cum-all.txt")
 
 ## 3. Admission dispatcher
 
-One dispatcher (\`DISPATCH_QUEUES=<q> DISPATCH_LEASE=3s DISPATCH_TICK=100ms\`)
+One dispatcher (\`DISPATCH_QUEUES=<q> DISPATCH_TICK=100ms\`)
 on a line of $NFILL users written with ZADD (as the enter script does), rate
 changed live with \`PUT /admin/v1/queues/<q>\`; after 1.2 s settling,
 \`HGET wr:{q}:dispatch issuedTotal\` is read before and after a window and

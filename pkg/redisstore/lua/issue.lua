@@ -72,11 +72,29 @@ local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
 local batch_cap = math.ceil(rate * span / 1000) + 1
 local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap + base_cap)
 
+-- The measured rate the gateway's ETA uses: an average over about five
+-- seconds, weighted by time, of what each tick did. It starts at the
+-- configured rate; a tick with people waiting counts what it admitted over
+-- its own span, and idle time (nobody waiting) counts as the configured
+-- rate, since that is how fast the next person would move.
+local function measure(waiting, issued)
+  local measured = tonumber(d[3]) or rate
+  if elapsed > 0 then
+    local target = rate
+    if waiting > 0 then
+      target = issued * 1000 / elapsed
+    end
+    measured = measured + (1 - math.exp(-elapsed / 5000)) * (target - measured)
+  end
+  return measured
+end
+
 if room <= 0 then
   -- Held: nobody is admitted and no slot is pruned (that would write an
   -- event) until the relay drains the outbox below its bound.
-  return done({'HELD', 0, 0, redis.call('ZCARD', KEYS[2])},
-    {'credit', credit, 'lastTickMs', now, 'heldReason', 'OUTBOX_BACKLOG'})
+  local waiting = redis.call('ZCARD', KEYS[2])
+  return done({'HELD', 0, 0, waiting},
+    {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(waiting, 0), 'heldReason', 'OUTBOX_BACKLOG'})
 end
 
 -- 1. Reads. Slots whose expiry passed and their markers; then, if the queue
@@ -155,19 +173,6 @@ for i = 1, issued do
     'seq', seq, 'act', activate, 'exp', expires, 'at', now})
 end
 
--- 4. The measured rate the gateway's ETA uses: an average over about five
--- seconds, weighted by time, of what each tick did. It starts at the
--- configured rate; a tick with people waiting counts what it admitted over
--- its own span, and idle time (nobody waiting) counts as the configured
--- rate, since that is how fast the next person would move.
-local measured = tonumber(d[3]) or rate
-if elapsed > 0 then
-  local target = rate
-  if waiting > 0 then
-    target = issued * 1000 / elapsed
-  end
-  measured = measured + (1 - math.exp(-elapsed / 5000)) * (target - measured)
-end
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
 return done({'OK', issued, expired, waiting - issued},
-  {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measured, 'heldReason', ''})
+  {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''})
