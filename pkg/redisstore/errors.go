@@ -28,9 +28,26 @@ func classify(err error) error {
 
 // transient reply prefixes: the server is loading, failing over, busy or
 // refusing writes for now; the request can succeed later.
+var transientPrefixes = []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "OOM"}
+
+// transientInScript: what a script hits when its slot moves or the cluster
+// is down under it. The scripts read every key before their first write,
+// so such a failure changed nothing and the call can be made again.
+var transientInScript = []string{
+	"attempted to access a non local key",
+	"undeclared keys were accessed during rehashing",
+	"attempted to access a slot not served",
+	"while the cluster is down",
+}
+
 func transient(msg string) bool {
-	for _, p := range []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "OOM"} {
+	for _, p := range transientPrefixes {
 		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	for _, p := range transientInScript {
+		if strings.Contains(msg, p) {
 			return true
 		}
 	}

@@ -129,7 +129,13 @@ type ticker struct {
 	// tick supplies grants for the span since then.
 	applied time.Time
 	held    string
+	// failures counts ticks failed in a row; lastWarn rate-limits their log.
+	failures int
+	lastWarn time.Time
 }
+
+// failureLogEvery is how often a queue whose ticks keep failing logs it.
+const failureLogEvery = 5 * time.Second
 
 // tick runs admission ticks until leadership ends; it reports whether the
 // queue was closed out and deleted.
@@ -194,9 +200,13 @@ func (w *worker) issue(ctx context.Context, epoch int64, st *ticker, log *slog.L
 		return false, false
 	case err != nil:
 		// Not applied as far as we know (Redis away, a slot moving): the
-		// tick is retried at the next one, whose span covers this one.
-		if ctx.Err() == nil {
-			log.Warn("issue", "err", err)
+		// tick is retried at the next one, whose span covers this one. A
+		// failing queue logs its first failure and then every few seconds,
+		// not ten times a second.
+		st.failures++
+		if ctx.Err() == nil && (st.failures == 1 || time.Since(st.lastWarn) >= failureLogEvery) {
+			st.lastWarn = time.Now()
+			log.Warn("issue failed; retrying every tick", "err", err, "failed_ticks", st.failures)
 		}
 		return true, false
 	case res.Gone:
@@ -204,6 +214,10 @@ func (w *worker) issue(ctx context.Context, epoch int64, st *ticker, log *slog.L
 		return false, true
 	}
 	st.applied = start
+	if st.failures > 0 {
+		log.Info("issue works again", "failed_ticks", st.failures)
+		st.failures = 0
+	}
 	if res.Held != st.held {
 		if res.Held != "" {
 			log.Warn("admission held", "reason", res.Held, "bound", w.d.o.OutboxBound, "waiting", res.Waiting)
