@@ -98,7 +98,7 @@ func TestIssueWithOldEpochIsStaleAndChangesNothing(t *testing.T) {
 	before, _ := rdb.HGetAll(ctx, k.Dispatch()).Result()
 
 	time.Sleep(50 * time.Millisecond) // so that a write would show as credit
-	_, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: old, Tick: 100*time.Millisecond, Grants: grants(t, 20)})
+	_, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: old, Tick: 100 * time.Millisecond, Grants: grants(t, 20)})
 	if !errors.Is(err, queue.ErrStaleEpoch) {
 		t.Fatalf("issue with an old epoch: %v, want ErrStaleEpoch", err)
 	}

@@ -262,7 +262,7 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 	if err != nil || r.Issued != 4 || r.Waiting != 0 || r.Expired != 0 {
 		t.Fatalf("issue: %+v %v, want 4 issued, 0 waiting", r, err)
 	}
-	if _, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch-1, Tick: tick, Grants: g}); !errors.Is(err, queue.ErrStaleEpoch) {
+	if _, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch - 1, Tick: tick, Grants: g}); !errors.Is(err, queue.ErrStaleEpoch) {
 		t.Fatalf("issue at epoch 0: %v, want ErrStaleEpoch", err)
 	}
 	msgs := outbox(t, cc, q)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-		"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // Consume takes user's entry token for queue q if secret matches it and it is
