@@ -94,6 +94,9 @@ type IssueResult struct {
 	Issued, Expired int
 	// Waiting is the line's length after the tick.
 	Waiting int64
+	// Rate is the queue's configured admission rate the tick used, so the
+	// next tick knows how many grants to supply.
+	Rate float64
 }
 
 // RestoreOutcome is what a restore did.
@@ -150,4 +153,31 @@ func GrantsFor(rate float64, tick, since time.Duration) int {
 		span = min(max(since+since/4, tick), MaxCatchUp*tick)
 	}
 	return BatchCap(rate, span)
+}
+
+// IssueCall is one queue's tick in a round that ticks many queues at once.
+type IssueCall struct {
+	QueueID string
+	IssueRequest
+}
+
+// IssueReply is the outcome of one IssueCall: its result, or why it failed
+// (queue.ErrStaleEpoch, queue.ErrNotFound, queue.ErrUnavailable, ...).
+type IssueReply struct {
+	IssueResult
+	Err error
+}
+
+// Lease is a dispatcher's hold on one queue: its fencing epoch.
+type Lease struct {
+	QueueID string
+	Epoch   int64
+}
+
+// LeaseReply is the outcome of acquiring or renewing one lease: the epoch
+// held (0: someone else holds it, or it was lost), or why the call failed
+// (queue.ErrNotFound for a queue without configuration).
+type LeaseReply struct {
+	Epoch int64
+	Err   error
 }

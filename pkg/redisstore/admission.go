@@ -57,31 +57,45 @@ func (s *Store) ReleaseLease(ctx context.Context, q, owner string, epoch int64) 
 // carries a fresh id, so a retry of the same call is answered with the
 // first call's result instead of admitting a second batch.
 func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
-	k := KeysFor(q)
+	res, err := issueScript.Run(ctx, s.rdb, KeysFor(q).issueKeys(), issueArgs(q, r)...).Slice()
+	return issueReply(q, r.Epoch, res, err)
+}
+
+func issueArgs(q string, r queue.IssueRequest) []any {
 	args := make([]any, 0, 6+2*len(r.Grants))
-	args = append(args, r.Epoch, k.Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound)
+	args = append(args, r.Epoch, KeysFor(q).Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound)
 	for _, g := range r.Grants {
 		args = append(args, g.Secret, g.TokenID)
 	}
-	res, err := issueScript.Run(ctx, s.rdb, k.issueKeys(), args...).Slice()
+	return args
+}
+
+// issueReply decodes the issue script's reply (or its error).
+func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult, error) {
 	if err != nil {
 		return queue.IssueResult{}, fmt.Errorf("issue %s: %w", q, classify(err))
 	}
+	if len(res) == 0 {
+		return queue.IssueResult{}, fmt.Errorf("issue %s: empty reply", q)
+	}
+	r := queue.IssueResult{Rate: float(res[len(res)-1])}
 	switch str(res[0]) {
 	case "STALE":
-		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, r.Epoch, queue.ErrStaleEpoch)
+		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, epoch, queue.ErrStaleEpoch)
 	case "NOT_FOUND":
 		return queue.IssueResult{}, fmt.Errorf("issue %s: %w", q, queue.ErrNotFound)
 	case "GONE":
 		return queue.IssueResult{Gone: true}, nil
 	case "HELD":
-		return queue.IssueResult{Held: queue.HeldOutboxBacklog, Waiting: intOf(res, 3)}, nil
+		r.Held, r.Waiting = queue.HeldOutboxBacklog, intOf(res, 3)
 	case "PAUSED":
-		return queue.IssueResult{Paused: true, Expired: int(intOf(res, 2)), Waiting: intOf(res, 3)}, nil
+		r.Paused, r.Expired, r.Waiting = true, int(intOf(res, 2)), intOf(res, 3)
 	case "OK":
-		return queue.IssueResult{Issued: int(intOf(res, 1)), Expired: int(intOf(res, 2)), Waiting: intOf(res, 3)}, nil
+		r.Issued, r.Expired, r.Waiting = int(intOf(res, 1)), int(intOf(res, 2)), intOf(res, 3)
+	default:
+		return queue.IssueResult{}, fmt.Errorf("issue %s: unknown reply %v", q, res)
 	}
-	return queue.IssueResult{}, fmt.Errorf("issue %s: unknown reply %v", q, res)
+	return r, nil
 }
 
 // Unregister takes q out of wr:queues if its keys are gone (a closed queue

@@ -17,6 +17,8 @@
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
 --       6 outbox bound (0: none),
 --       7.. (secret, token id) pairs made by the caller, one per possible admission
+-- Reply: {outcome, issued, expired, waiting after, configured rate}, outcome
+-- OK | PAUSED | HELD; or {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 local d0 = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply')
 local current = tonumber(d0[1] or '0')
@@ -93,7 +95,7 @@ if room <= 0 then
   -- Held: nobody is admitted and no slot is pruned (that would write an
   -- event) until the relay drains the outbox below its bound.
   local waiting = redis.call('ZCARD', KEYS[2])
-  return done({'HELD', 0, 0, waiting},
+  return done({'HELD', 0, 0, waiting, cfg[2]},
     {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(waiting, 0), 'heldReason', 'OUTBOX_BACKLOG'})
 end
 
@@ -146,7 +148,7 @@ if cfg[1] ~= 'OPEN' then
   -- Nothing accrues while not OPEN: a queue that reopens resumes at its
   -- rate, and its measured rate starts again from the configured one.
   redis.call('HDEL', KEYS[4], 'measuredRate')
-  return done({'PAUSED', 0, expired, waiting}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
+  return done({'PAUSED', 0, expired, waiting, cfg[2]}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
 end
 
 -- 3. Admit the head of the line, in the order people came.
@@ -174,5 +176,5 @@ for i = 1, issued do
 end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
-return done({'OK', issued, expired, waiting - issued},
+return done({'OK', issued, expired, waiting - issued, cfg[2]},
   {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''})

@@ -15,13 +15,15 @@ import (
 )
 
 // Store is the state the dispatcher works on. redisstore.Store implements it.
+// Leases and ticks go in rounds over many queues at once (one pipelined
+// round trip each).
 type Store interface {
 	Queues(ctx context.Context) ([]string, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
-	AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error)
-	RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error)
+	AcquireLeases(ctx context.Context, owner string, qs []string, ttl time.Duration) []queue.LeaseReply
+	RenewLeases(ctx context.Context, owner string, leases []queue.Lease, ttl time.Duration) []queue.LeaseReply
 	ReleaseLease(ctx context.Context, q, owner string, epoch int64) error
-	Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error)
+	IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply
 	Unregister(ctx context.Context, q string) (bool, error)
 
 	EnsureOutboxGroup(ctx context.Context, q string) error
@@ -94,6 +96,7 @@ type Dispatcher struct {
 	m     *Metrics
 	o     Options
 	relay *relay
+	lead  *leader
 }
 
 // New returns a Dispatcher. metrics may be nil.
@@ -112,78 +115,50 @@ func New(store Store, pub Publisher, log *slog.Logger, m *Metrics, o Options) (*
 		m = NewMetrics(nil)
 	}
 	d := &Dispatcher{store: store, pub: pub, log: log.With("owner", o.Owner), m: m, o: o}
-	d.relay = newRelay(d)
+	d.relay, d.lead = newRelay(d), newLeader(d)
 	return d, nil
 }
 
-// Run discovers queues and runs one worker per queue, and the relay, until
-// ctx ends; then it waits for every worker, each of which releases the lease
-// it holds. A queue that disappears from wr:queues has its worker stopped; a
-// worker that ends by itself (its queue was deleted) is started again if the
-// queue comes back.
+// Run discovers queues and competes for them, ticks the ones it leads and
+// relays their outboxes until ctx ends; then it releases every lease it
+// holds, so a standby takes over within a tick. A queue that disappears
+// from wr:queues has its lease released; a queue deleted and created again
+// is competed for again.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	running := map[string]*worker{}
-	defer func() {
-		for _, w := range running {
-			w.stop()
-		}
-	}()
 	wg.Go(func() { d.relay.run(ctx) })
+	wg.Go(func() { d.lead.renewLoop(ctx) })
+	wg.Go(func() { d.lead.tickLoop(ctx) })
+	defer func() {
+		wg.Wait()
+		d.lead.releaseAll(ctx)
+	}()
 	allowed := map[string]bool{}
 	for _, q := range d.o.Queues {
 		allowed[q] = true
 	}
-	ended := make(chan *worker)
 	t := time.NewTicker(d.o.Discovery)
 	defer t.Stop()
 	for {
 		ids, err := d.store.Queues(ctx)
-		if err != nil {
+		switch {
+		case err != nil:
 			if ctx.Err() == nil {
-				d.log.Warn("list queues", "err", err)
+				d.lead.warnEvery("list queues", "err", err)
 			}
-		} else {
-			seen := map[string]bool{}
+		default:
+			serve := ids[:0]
 			for _, q := range ids {
-				if !queue.ValidID(q) || (len(allowed) > 0 && !allowed[q]) {
-					continue
-				}
-				seen[q] = true
-				if running[q] != nil {
-					continue
-				}
-				wctx, stop := context.WithCancel(ctx)
-				w := &worker{d: d, q: q, log: d.log.With("queue", q), stop: stop}
-				running[q] = w
-				wg.Go(func() {
-					w.run(wctx)
-					select {
-					case ended <- w:
-					case <-ctx.Done():
-					}
-				})
-			}
-			for q, w := range running {
-				if !seen[q] {
-					w.stop()
-					delete(running, q)
+				if queue.ValidID(q) && (len(allowed) == 0 || allowed[q]) {
+					serve = append(serve, q)
 				}
 			}
+			d.lead.serve(ctx, serve)
 		}
-		for waiting := true; waiting; {
-			select {
-			case <-ctx.Done():
-				return nil
-			case w := <-ended:
-				if running[w.q] == w {
-					w.stop()
-					delete(running, w.q)
-				}
-			case <-t.C:
-				waiting = false
-			}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
 		}
 	}
 }

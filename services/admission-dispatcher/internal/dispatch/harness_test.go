@@ -60,18 +60,26 @@ type crashable struct {
 
 var errCrashed = errors.New("process is dead")
 
-func (c *crashable) AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error) {
+func (c *crashable) AcquireLeases(ctx context.Context, owner string, qs []string, ttl time.Duration) []queue.LeaseReply {
 	if c.crashed.Load() {
-		return 0, errCrashed
+		return failedLeases(len(qs))
 	}
-	return c.Store.AcquireLease(ctx, q, owner, ttl)
+	return c.Store.AcquireLeases(ctx, owner, qs, ttl)
 }
 
-func (c *crashable) RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error) {
+func (c *crashable) RenewLeases(ctx context.Context, owner string, leases []queue.Lease, ttl time.Duration) []queue.LeaseReply {
 	if c.crashed.Load() {
-		return false, errCrashed
+		return failedLeases(len(leases))
 	}
-	return c.Store.RenewLease(ctx, q, owner, epoch, ttl)
+	return c.Store.RenewLeases(ctx, owner, leases, ttl)
+}
+
+func failedLeases(n int) []queue.LeaseReply {
+	out := make([]queue.LeaseReply, n)
+	for i := range out {
+		out[i].Err = errCrashed
+	}
+	return out
 }
 
 func (c *crashable) ReleaseLease(ctx context.Context, q, owner string, epoch int64) error {
@@ -81,11 +89,15 @@ func (c *crashable) ReleaseLease(ctx context.Context, q, owner string, epoch int
 	return c.Store.ReleaseLease(ctx, q, owner, epoch)
 }
 
-func (c *crashable) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
+func (c *crashable) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply {
 	if c.crashed.Load() {
-		return queue.IssueResult{}, errCrashed
+		out := make([]queue.IssueReply, len(calls))
+		for i := range out {
+			out[i].Err = errCrashed
+		}
+		return out
 	}
-	return c.Store.Issue(ctx, q, r)
+	return c.Store.IssueAll(ctx, calls)
 }
 
 func (c *crashable) ReadOutboxes(ctx context.Context, consumer string, n int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error) {

@@ -70,7 +70,7 @@ func perUserKeys(keys []string) []string {
 	return out
 }
 
-// tickLog is the dispatcher's Store with every Issue call recorded against
+// tickLog is the dispatcher's Store with every tick recorded against
 // the migration phase it ran in.
 type tickLog struct {
 	*redisstore.Store
@@ -85,16 +85,18 @@ type issueCall struct {
 	err    error
 }
 
-func (l *tickLog) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
+func (l *tickLog) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply {
 	phase := l.current()
-	res, err := l.Store.Issue(ctx, q, r)
+	replies := l.Store.IssueAll(ctx, calls)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.phase != phase { // ran across a change: belongs to neither phase
 		phase = phase + " -> " + l.phase
 	}
-	l.calls = append(l.calls, issueCall{phase: phase, issued: res.Issued, err: err})
-	return res, err
+	for _, r := range replies {
+		l.calls = append(l.calls, issueCall{phase: phase, issued: r.Issued, err: r.Err})
+	}
+	return replies
 }
 
 func (l *tickLog) current() string {

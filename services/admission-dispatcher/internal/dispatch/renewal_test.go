@@ -43,15 +43,17 @@ type renewal struct {
 	err error
 }
 
-func (p *proxied) RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error) {
+func (p *proxied) RenewLeases(ctx context.Context, owner string, leases []queue.Lease, ttl time.Duration) []queue.LeaseReply {
 	start := time.Now()
-	ok, err := p.crashable.RenewLease(ctx, q, owner, epoch, ttl)
+	replies := p.crashable.RenewLeases(ctx, owner, leases, ttl)
 	if time.Since(start) >= heldCall {
 		p.mu.Lock()
-		p.slow = append(p.slow, renewal{ok: ok, err: err})
+		for _, r := range replies {
+			p.slow = append(p.slow, renewal{ok: r.Err == nil && r.Epoch > 0, err: r.Err})
+		}
 		p.mu.Unlock()
 	}
-	return ok, err
+	return replies
 }
 
 // slowRenewals returns the renewals that were held, oldest first.

@@ -1,0 +1,356 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// leader holds this replica's leases and runs its admission ticks. Every
+// tick it tries, in one pipelined round, to take the lease of each queue it
+// serves and does not lead, then ticks every queue it leads in one more
+// round; renewals go in one round every third of the lease, from a loop of
+// their own so a slow tick cannot make a lease lapse. A replica leading
+// hundreds of queues thus makes a few round trips per tick, not several per
+// queue, and its ticks never queue for the connection pool.
+type leader struct {
+	d *Dispatcher
+
+	mu     sync.Mutex
+	served map[string]bool
+	led    map[string]*leadership
+	// warned rate-limits the log of rounds that keep failing.
+	warned map[string]time.Time
+}
+
+// leadership is this replica's hold on one queue.
+type leadership struct {
+	q     string
+	epoch int64
+	log   *slog.Logger
+	// validUntil is when the lease may have lapsed, counted from the start
+	// of the last successful renewal: past it, this replica stops issuing
+	// even if no renewal has failed yet (a hung Redis call). Guarded by
+	// leader.mu.
+	validUntil time.Time
+	// The tick state below is only touched by the tick loop.
+	rate float64
+	// applied is when the last tick that reached Redis started; the next
+	// tick supplies grants for the span since then.
+	applied time.Time
+	held    string
+	// failures counts ticks failed in a row; lastWarn rate-limits their log.
+	failures int
+	lastWarn time.Time
+}
+
+// Reasons to step down that are not faults.
+const (
+	whyShutdown = "shutting down"
+	whyUnlisted = "queue no longer listed"
+)
+
+// failureLogEvery is how often something that keeps failing is logged.
+const failureLogEvery = 5 * time.Second
+
+func newLeader(d *Dispatcher) *leader {
+	return &leader{d: d, served: map[string]bool{}, led: map[string]*leadership{}, warned: map[string]time.Time{}}
+}
+
+// serve sets the queues this replica competes for. A queue it leads and no
+// longer serves (gone from wr:queues) has its lease released.
+func (l *leader) serve(ctx context.Context, ids []string) {
+	l.mu.Lock()
+	l.served = map[string]bool{}
+	for _, q := range ids {
+		l.served[q] = true
+	}
+	var dropped []*leadership
+	for q, ls := range l.led {
+		if !l.served[q] {
+			dropped = append(dropped, ls)
+		}
+	}
+	l.mu.Unlock()
+	for _, ls := range dropped {
+		l.stepDown(ls, whyUnlisted)
+		l.release(ctx, ls)
+	}
+}
+
+// warnEvery logs a failure of kind at most once per failureLogEvery.
+func (l *leader) warnEvery(kind string, args ...any) {
+	l.mu.Lock()
+	last := l.warned[kind]
+	ok := time.Since(last) >= failureLogEvery
+	if ok {
+		l.warned[kind] = time.Now()
+	}
+	l.mu.Unlock()
+	if ok {
+		l.d.log.Warn(kind, args...)
+	}
+}
+
+// tickLoop acquires and ticks until ctx ends.
+func (l *leader) tickLoop(ctx context.Context) {
+	t := time.NewTicker(l.d.o.Tick)
+	defer t.Stop()
+	for {
+		l.acquire(ctx)
+		l.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// acquire tries to take every served queue nobody here leads. A standby
+// tries once per tick, so a released lease is taken over within a tick and
+// a lapsed one within lease + tick.
+func (l *leader) acquire(ctx context.Context) {
+	l.mu.Lock()
+	var qs []string
+	for q := range l.served {
+		if l.led[q] == nil {
+			qs = append(qs, q)
+		}
+	}
+	l.mu.Unlock()
+	if len(qs) == 0 {
+		return
+	}
+	start := time.Now()
+	replies := l.d.store.AcquireLeases(ctx, l.d.o.Owner, qs, l.d.o.Lease)
+	for i, r := range replies {
+		q := qs[i]
+		switch {
+		case errors.Is(r.Err, queue.ErrNotFound):
+			// Listed without configuration: deleted, or a leftover.
+			l.unregister(ctx, q)
+		case r.Err != nil:
+			if ctx.Err() == nil {
+				l.warnEvery("acquire lease", "queue", q, "err", r.Err)
+			}
+		case r.Epoch > 0:
+			ls := &leadership{q: q, epoch: r.Epoch, log: l.d.log.With("queue", q, "epoch", r.Epoch), validUntil: start.Add(l.d.o.Lease)}
+			l.mu.Lock()
+			l.led[q] = ls
+			l.mu.Unlock()
+			ls.log.Info("leading queue")
+			l.d.m.leader.WithLabelValues(q).Set(1)
+			l.d.relay.add(q)
+		}
+	}
+}
+
+// leadings returns the leaderships held now.
+func (l *leader) leadings() []*leadership {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*leadership, 0, len(l.led))
+	for _, ls := range l.led {
+		out = append(out, ls)
+	}
+	return out
+}
+
+// stepDown stops leading ls's queue, if ls is still the current hold on it.
+func (l *leader) stepDown(ls *leadership, why string, args ...any) {
+	l.mu.Lock()
+	current := l.led[ls.q] == ls
+	if current {
+		delete(l.led, ls.q)
+	}
+	l.mu.Unlock()
+	if !current {
+		return
+	}
+	level := slog.LevelWarn
+	if why == whyShutdown || why == whyUnlisted {
+		level = slog.LevelInfo
+	}
+	ls.log.Log(context.Background(), level, "stepping down: "+why, args...)
+	l.d.relay.remove(ls.q)
+	l.d.m.leader.WithLabelValues(ls.q).Set(0)
+	l.d.m.held.DeletePartialMatch(map[string]string{"queue": ls.q})
+}
+
+// release gives ls's lease up, so a standby takes over at its next attempt
+// instead of after the lease runs out.
+func (l *leader) release(ctx context.Context, ls *leadership) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := l.d.store.ReleaseLease(rctx, ls.q, l.d.o.Owner, ls.epoch); err != nil {
+		ls.log.Warn("release lease", "err", err)
+		return
+	}
+	ls.log.Info("lease released")
+}
+
+// releaseAll releases every lease held: the replica is shutting down.
+func (l *leader) releaseAll(ctx context.Context) {
+	for _, ls := range l.leadings() {
+		l.stepDown(ls, whyShutdown)
+		l.release(ctx, ls)
+	}
+}
+
+// unregister takes q out of wr:queues once its keys are gone.
+func (l *leader) unregister(ctx context.Context, q string) {
+	l.mu.Lock()
+	delete(l.served, q)
+	l.mu.Unlock()
+	removed, err := l.d.store.Unregister(ctx, q)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			l.d.log.Warn("unregister queue", "queue", q, "err", err)
+		}
+	case removed:
+		l.d.log.Info("queue removed: closed, and its last token is used or expired", "queue", q)
+		l.d.m.forget(q)
+	}
+}
+
+// renewLoop renews every lease held, in one round every third of the lease,
+// until ctx ends.
+func (l *leader) renewLoop(ctx context.Context) {
+	t := time.NewTicker(l.d.o.Lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		held := l.leadings()
+		if len(held) == 0 {
+			continue
+		}
+		leases := make([]queue.Lease, len(held))
+		for i, ls := range held {
+			leases[i] = queue.Lease{QueueID: ls.q, Epoch: ls.epoch}
+		}
+		start := time.Now()
+		replies := l.d.store.RenewLeases(ctx, l.d.o.Owner, leases, l.d.o.Lease)
+		for i, r := range replies {
+			ls := held[i]
+			switch {
+			case r.Err != nil:
+				// Not renewed this round; the lease may still be held.
+				// If it stays so, validUntil passes and the tick loop
+				// steps down.
+				if ctx.Err() == nil {
+					l.warnEvery("renew lease", "queue", ls.q, "err", r.Err)
+				}
+			case r.Epoch == 0:
+				l.stepDown(ls, "lease lost")
+			default:
+				l.mu.Lock()
+				ls.validUntil = start.Add(l.d.o.Lease)
+				l.mu.Unlock()
+			}
+		}
+	}
+}
+
+// tick runs one admission tick of every queue led, in one round.
+func (l *leader) tick(ctx context.Context) {
+	var calls []queue.IssueCall
+	var ticking []*leadership
+	for _, ls := range l.leadings() {
+		l.mu.Lock()
+		lapsed := time.Now().After(ls.validUntil)
+		l.mu.Unlock()
+		if lapsed {
+			l.stepDown(ls, "the lease may have lapsed")
+			continue
+		}
+		if ls.rate <= 0 {
+			// A new leader reads the rate once; after that each tick's
+			// reply carries it, so a changed knob applies at the next tick.
+			cfg, _, err := l.d.store.Config(ctx, ls.q)
+			if err != nil {
+				continue // a missing queue is found by acquire; Redis away: next tick
+			}
+			ls.rate = cfg.AdmissionRatePerSec
+		}
+		var since time.Duration
+		if !ls.applied.IsZero() {
+			since = time.Since(ls.applied)
+		}
+		grants, err := queue.Grants(queue.GrantsFor(ls.rate, l.d.o.Tick, since))
+		if err != nil {
+			ls.log.Error("token generation failed", "err", err)
+			continue
+		}
+		calls = append(calls, queue.IssueCall{QueueID: ls.q, IssueRequest: queue.IssueRequest{
+			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Grants: grants,
+		}})
+		ticking = append(ticking, ls)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	start := time.Now()
+	replies := l.d.store.IssueAll(ctx, calls)
+	l.d.m.tick.Observe(time.Since(start).Seconds())
+	wrote := false
+	for i, r := range replies {
+		wrote = l.applied(ctx, ticking[i], start, r) || wrote
+	}
+	if wrote {
+		l.d.relay.kick()
+	}
+}
+
+// applied handles one queue's tick reply; it reports whether the tick wrote
+// events for the relay.
+func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r queue.IssueReply) bool {
+	switch {
+	case errors.Is(r.Err, queue.ErrStaleEpoch):
+		l.stepDown(ls, "fenced off: another replica leads now")
+		return false
+	case errors.Is(r.Err, queue.ErrNotFound):
+		l.stepDown(ls, "queue has no configuration")
+		return false
+	case r.Err != nil:
+		// Not applied as far as we know (Redis away, a slot moving): the
+		// tick is retried at the next one, whose span covers this one.
+		ls.failures++
+		if ctx.Err() == nil && (ls.failures == 1 || time.Since(ls.lastWarn) >= failureLogEvery) {
+			ls.lastWarn = time.Now()
+			ls.log.Warn("issue failed; retrying every tick", "err", r.Err, "failed_ticks", ls.failures)
+		}
+		return false
+	case r.Gone:
+		l.stepDown(ls, "queue closed and done with")
+		l.unregister(ctx, ls.q)
+		return false
+	}
+	ls.applied, ls.rate = start, r.Rate
+	if ls.failures > 0 {
+		ls.log.Info("issue works again", "failed_ticks", ls.failures)
+		ls.failures = 0
+	}
+	if r.Held != ls.held {
+		if r.Held != "" {
+			ls.log.Warn("admission held", "reason", r.Held, "bound", l.d.o.OutboxBound, "waiting", r.Waiting)
+			l.d.m.held.WithLabelValues(ls.q, r.Held).Set(1)
+		} else {
+			ls.log.Info("admission resumed", "after", ls.held)
+			l.d.m.held.WithLabelValues(ls.q, ls.held).Set(0)
+		}
+		ls.held = r.Held
+	}
+	l.d.m.issued.WithLabelValues(ls.q).Add(float64(r.Issued))
+	l.d.m.expired.WithLabelValues(ls.q).Add(float64(r.Expired))
+	return r.Issued+r.Expired > 0
+}
