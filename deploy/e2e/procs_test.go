@@ -1,15 +1,23 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
+// TestMain runs the suite, then audits the shared Redis: after a full run
+// no key under wr: may live forever unless the layout says so, and
+// wr:queues may list only live queues (keys_test.go).
 func TestMain(m *testing.M) {
 	code := m.Run()
 	testenv.RemoveBuilt()
+	if err := auditSharedRedis(); err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL: Redis key audit:", err)
+		code = max(code, 1)
+	}
 	os.Exit(code)
 }
 
