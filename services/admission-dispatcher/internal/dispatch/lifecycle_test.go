@@ -174,11 +174,11 @@ func TestClosedQueueDisappearsAfterItsLastTokenAndCanComeBack(t *testing.T) {
 	t.Logf("first life epoch %d, second life epoch %d", epoch, e2)
 }
 
-// A queue re-created before the dispatcher's next discovery round must not
-// be mistaken for the one whose worker just ended: the ended worker is
-// forgotten at once, so the next round starts a new one. (Were it kept, the
-// round would find the id listed and "already served", and nobody would
-// ever lead it.)
+// A queue re-created right after the dispatcher deleted it, before the
+// dispatcher's next discovery round, must be led again from that round on:
+// nothing the dispatcher remembers of the deleted queue (a finished worker,
+// a "gone" mark) may outlive the re-creation, or nobody would ever lead the
+// listed, configured queue.
 func TestQueueRecreatedBeforeTheNextDiscoveryIsLedAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
