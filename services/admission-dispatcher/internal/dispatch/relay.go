@@ -19,7 +19,7 @@ const (
 	consumerIdle  = time.Minute
 	pruneEvery    = 30 * time.Second
 	backlogEvery  = time.Second
-	relayMaxPause = 5 * time.Second
+	relayMaxPause = 2 * time.Second
 )
 
 // relay moves the outboxes of every queue this replica leads to the broker:
