@@ -68,11 +68,13 @@ local rate = tonumber(cfg[2])
 -- covers: its elapsed time, at least one tick (a tick never issues more than
 -- its share plus one) and at most ten (a leader that was gone longer, a
 -- failover, catches up one second's worth, not a burst of everything
--- missed). The caller supplies grants for the span it measured.
-local base_cap = math.ceil(rate * tick_ms / 1000) + 1
+-- missed). The caller supplies grants for the span it measured. The credit
+-- is capped at the batch cap too: what a catch-up tick could not admit is
+-- not carried into the next second (that was about 15 people too many
+-- after every failover).
 local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
 local batch_cap = math.ceil(rate * span / 1000) + 1
-local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap + base_cap)
+local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap)
 
 -- The measured rate the gateway's ETA uses: an average over about five
 -- seconds, weighted by time, of what each tick did. It starts at the

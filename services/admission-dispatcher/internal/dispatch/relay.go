@@ -20,6 +20,7 @@ const (
 	pruneEvery    = 30 * time.Second
 	backlogEvery  = time.Second
 	relayMaxPause = 2 * time.Second
+	minRelayBatch = 10
 )
 
 // relay moves the outboxes of every queue this replica leads to the broker:
@@ -34,6 +35,11 @@ const (
 type relay struct {
 	d    *Dispatcher
 	wake chan struct{}
+	// batch is how many events one read asks for per queue: RelayBatch,
+	// halved after a round that failed (a slow link times out on large
+	// replies, and asking for the same large batch again would time out
+	// again), doubled back after each round that worked.
+	batch int64
 
 	mu  sync.Mutex
 	led map[string]*relayed
@@ -48,7 +54,7 @@ type relayed struct {
 }
 
 func newRelay(d *Dispatcher) *relay {
-	return &relay{d: d, wake: make(chan struct{}, 1), led: map[string]*relayed{}}
+	return &relay{d: d, wake: make(chan struct{}, 1), led: map[string]*relayed{}, batch: d.o.RelayBatch}
 }
 
 // add starts relaying q (this replica leads it now). Events a previous
@@ -102,6 +108,11 @@ func (r *relay) run(ctx context.Context) {
 		}
 		t.Stop()
 		err := r.round(ctx)
+		if err != nil {
+			r.batch = max(r.batch/2, minRelayBatch)
+		} else {
+			r.batch = min(2*r.batch, r.d.o.RelayBatch)
+		}
 		if time.Since(lastBacklog) >= backlogEvery {
 			lastBacklog = time.Now()
 			r.observeBacklog(ctx)
@@ -148,7 +159,7 @@ func (r *relay) round(ctx context.Context) error {
 		}
 		if time.Since(s.lastClaim) >= claimEvery {
 			s.lastClaim = time.Now()
-			evs, err := r.d.store.ClaimOutbox(ctx, q, o.Owner, claimIdle, o.RelayBatch)
+			evs, err := r.d.store.ClaimOutbox(ctx, q, o.Owner, claimIdle, r.batch)
 			if err != nil {
 				r.d.log.Warn("claim outbox", "queue", q, "err", err)
 			}
@@ -167,7 +178,7 @@ func (r *relay) round(ctx context.Context) error {
 		}
 		reads = append(reads, queue.OutboxRead{QueueID: q, Pending: s.pending})
 	}
-	batches, err := r.d.store.ReadOutboxes(ctx, o.Owner, o.RelayBatch, reads)
+	batches, err := r.d.store.ReadOutboxes(ctx, o.Owner, r.batch, reads)
 	if err != nil {
 		// A read whose reply was lost still delivered its events to this
 		// consumer: re-read its own pending events first next round.
@@ -211,7 +222,7 @@ func (r *relay) round(ctx context.Context) error {
 	}
 	r.d.m.countPublished(events)
 	// More may be waiting (a batch was full): go again at once.
-	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= o.RelayBatch }) {
+	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= r.batch }) {
 		r.kick()
 	}
 	return nil
