@@ -400,6 +400,12 @@ func TestFirstTickAfterAGapAdmitsOneSecondsWorth(t *testing.T) {
 			if float64(first) < 0.9*rate || first > upper {
 				t.Errorf("first tick after a %v gap admitted %d, want %.1f..%d (one second's worth)", gap, first, 0.9*rate, upper)
 			}
+			// Nothing the catch-up tick could not admit is carried on: the
+			// next second admits the rate (plus one tick's rounding), not
+			// the ~15 more a carried credit gave.
+			if lim := rate + float64(queue.BatchCap(rate, tick)); float64(followed) > lim {
+				t.Errorf("the second after the catch-up tick admitted %d, want at most %.0f (rate + one tick's cap)", followed, lim)
+			}
 			if bad := overCap(issued(c.pub), rate, tick); len(bad) > 0 {
 				t.Errorf("%d ticks above the cap for their span: %v", len(bad), bad)
 			}
