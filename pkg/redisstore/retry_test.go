@@ -16,7 +16,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -83,25 +82,12 @@ func respBulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) 
 // timeout, one retry) reaches the test Redis through a proxy, same database.
 func proxiedStore(t *testing.T) (*testenv.Proxy, *redisstore.Store) {
 	t.Helper()
-	u, err := url.Parse(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.StartProxy(t, u.Host)
-	u.Host = p.Addr()
-	rdb, err := redisstore.NewClient(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	s, p := testenv.ProxiedStore(t)
+	rdb := s.Client()
 	// The premise of every case: a reply held 1.5 s is given up on and the
 	// command is sent once more.
 	if o := rdb.(*redis.Client).Options(); o.ReadTimeout != time.Second || o.MaxRetries != 1 {
 		t.Fatalf("client read timeout %v, retries %d; want 1s and 1", o.ReadTimeout, o.MaxRetries)
-	}
-	s, err := redisstore.NewStore(rdb)
-	if err != nil {
-		t.Fatal(err)
 	}
 	// EVALSHA from the first call on: the matchers look for the hash.
 	if err := s.LoadScripts(context.Background()); err != nil {

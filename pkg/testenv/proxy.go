@@ -2,10 +2,13 @@ package testenv
 
 import (
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 )
 
 // Proxy is a TCP proxy for fault tests: put it between a client and a shared
@@ -216,4 +219,28 @@ func (p *Proxy) sleep(d time.Duration) bool {
 	case <-p.stopped:
 		return false
 	}
+}
+
+// ProxiedStore is a redisstore.Store whose client (redisstore.NewClient's
+// defaults: 1 s read timeout, one retry) reaches the test Redis (RedisURL,
+// same database) through a Proxy of its own, for tests that slow, hold or
+// cut its replies. Both are closed when the test ends.
+func ProxiedStore(t testing.TB) (*redisstore.Store, *Proxy) {
+	t.Helper()
+	u, err := url.Parse(RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := StartProxy(t, u.Host)
+	u.Host = p.Addr()
+	rdb, err := redisstore.NewClient(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	s, err := redisstore.NewStore(rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, p
 }

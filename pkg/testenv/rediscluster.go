@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -20,63 +19,13 @@ import (
 const clusterMasters = 3
 
 // StartRedisCluster starts a private Redis Cluster of three masters and no
-// replicas: redis-server processes on free ports, joined with
-// redis-cli --cluster create. It returns the seed list REDIS_URL takes for a
+// replicas (see StartRedisClusterNodes). It returns the seed list REDIS_URL takes for a
 // cluster ("127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3") once every node reports
 // cluster_state:ok. The processes are killed (by PID) when the test ends,
 // even when it fails.
 func StartRedisCluster(t testing.TB) string {
 	t.Helper()
-	for _, bin := range []string{"redis-server", "redis-cli"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("this test runs its own Redis Cluster, which needs %s: apt-get install -y redis-server redis-tools (%v)", bin, err)
-		}
-	}
-	dir := t.TempDir()
-	addrs := make([]string, clusterMasters)
-	used := map[int]bool{}
-	free := func() int {
-		for {
-			if p := FreePort(t); !used[p] {
-				used[p] = true
-				return p
-			}
-		}
-	}
-	for i := range addrs {
-		// The cluster bus port is set explicitly: port+10000 may not exist.
-		port, bus := free(), free()
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(port)
-		startClusterNode(t, dir, port, bus)
-	}
-	for _, a := range addrs {
-		waitListening(t, dir, a)
-		waitClusterNode(t, dir, a, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
-	}
-
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-
-	for _, a := range addrs {
-		waitClusterNode(t, dir, a, func(ctx context.Context, c *redis.Client) error {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil {
-				return err
-			}
-			for _, want := range []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_known_nodes:" + strconv.Itoa(clusterMasters)} {
-				if !strings.Contains(info, want) {
-					return fmt.Errorf("cluster info lacks %q:\n%s", want, info)
-				}
-			}
-			return nil
-		})
-	}
-	return strings.Join(addrs, ",")
+	return strings.Join(StartRedisClusterNodes(t, clusterMasters), ",")
 }
 
 // startClusterNode starts one cluster-enabled redis-server in its own process

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,25 +197,7 @@ func runDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publisher, m
 
 // proxiedStore is a store whose every Redis round trip goes through a
 // testenv proxy to the shared Redis (same database and options).
-func proxiedStore(t *testing.T) (*redisstore.Store, *testenv.Proxy) {
-	t.Helper()
-	u, err := url.Parse(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.StartProxy(t, u.Host)
-	u.Host = p.Addr()
-	rdb, err := redisstore.NewClient(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := redisstore.NewStore(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, p
-}
+func proxiedStore(t *testing.T) (*redisstore.Store, *testenv.Proxy) { return testenv.ProxiedStore(t) }
 
 // A dispatcher 250 ms from Redis (every reply delayed) cannot tick every
 // 100 ms: each tick waits for the previous one's reply. The catch-up grants

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -68,21 +67,7 @@ func (p *proxied) slowRenewals() []renewal {
 // of its own to the test Redis, same database. It is stopped at cleanup.
 func (c *cluster) startProxied() (*replica, *proxied) {
 	t := c.t
-	u, err := url.Parse(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := testenv.StartProxy(t, u.Host)
-	u.Host = p.Addr()
-	rdb, err := redisstore.NewClient(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := redisstore.NewStore(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, p := testenv.ProxiedStore(t)
 	o := c.opts
 	o.Owner = testenv.ID(t)
 	ps := &proxied{crashable: &crashable{Store: s}, proxy: p}
