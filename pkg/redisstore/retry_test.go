@@ -167,6 +167,28 @@ func retryQueue(t *testing.T, s *redisstore.Store) string {
 // Checked after every round over everything issued so far.
 func TestHeldIssueReplyRetriedAppliesOneTick(t *testing.T) {
 	t.Parallel()
+	// Issue is one queue's tick; IssueAll is the dispatcher's round over
+	// every queue it leads, one pipeline (go-redis resends the pipeline).
+	for _, tc := range []struct {
+		name  string
+		issue func(ctx context.Context, s *redisstore.Store, q string, r queue.IssueRequest) (queue.IssueResult, error)
+	}{
+		{"Issue", func(ctx context.Context, s *redisstore.Store, q string, r queue.IssueRequest) (queue.IssueResult, error) {
+			return s.Issue(ctx, q, r)
+		}},
+		{"IssueAll", func(ctx context.Context, s *redisstore.Store, q string, r queue.IssueRequest) (queue.IssueResult, error) {
+			rs := s.IssueAll(ctx, []queue.IssueCall{{QueueID: q, IssueRequest: r}})
+			return rs[0].IssueResult, rs[0].Err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			heldIssueRounds(t, tc.issue)
+		})
+	}
+}
+
+func heldIssueRounds(t *testing.T, issue func(ctx context.Context, s *redisstore.Store, q string, r queue.IssueRequest) (queue.IssueResult, error)) {
 	s, rdb := newStore(t)
 	p, ps := proxiedStore(t)
 	q := retryQueue(t, s)
@@ -188,7 +210,7 @@ func TestHeldIssueReplyRetriedAppliesOneTick(t *testing.T) {
 		gs := grants(t, perTick)
 		var r queue.IssueResult
 		withHeldReply(t, p, match, func() (err error) {
-			r, err = ps.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: 100 * time.Millisecond, Grants: gs})
+			r, err = issue(ctx, ps, q, queue.IssueRequest{Epoch: epoch, Tick: 100 * time.Millisecond, Grants: gs})
 			return err
 		})
 		// The tick's events: the outbox is never drained here, so they are
