@@ -40,8 +40,9 @@ demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print 
 gobench: ## the Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
 
-chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts (make test runs the short form)
+chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, a 60 s broker outage (make test runs the short forms)
 	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m ./deploy/chaos
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run TestBrokerOutageBoundsTheOutboxAndLosesNoEvent ./services/admission-dispatcher/internal/dispatch
 
 proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
 	deploy/proto/gen.sh
