@@ -189,22 +189,42 @@ func (p *Proxy) serve(client net.Conn) {
 		}
 		p.remove(client, server) // ends the other direction
 	}()
-	buf := make([]byte, 32<<10)
+	// Replies are read as they come and written when due: a delay is
+	// latency added to every chunk, not a pause per chunk, so a large
+	// reply costs one delay, as over a long link, not one per 32 KB.
+	type chunk struct {
+		data []byte
+		due  time.Time
+	}
+	chunks := make(chan chunk, 1024)
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for c := range chunks {
+			if wait := time.Until(c.due); wait > 0 && !p.sleep(wait) {
+				break
+			}
+			if _, err := client.Write(c.data); err != nil {
+				break
+			}
+		}
+		p.remove(client, server)
+		for range chunks { // let the reader finish
+		}
+	}()
 	for {
+		buf := make([]byte, 32<<10)
 		n, err := server.Read(buf)
 		if n > 0 {
 			wait := time.Duration(hold.Swap(0)) + time.Duration(p.delay.Load())
-			if wait > 0 && !p.sleep(wait) {
-				break
-			}
-			if _, werr := client.Write(buf[:n]); werr != nil {
-				break
-			}
+			chunks <- chunk{data: buf[:n], due: time.Now().Add(wait)}
 		}
 		if err != nil {
 			break
 		}
 	}
+	close(chunks)
+	<-written
 	p.remove(client, server)
 	<-done
 }
