@@ -371,7 +371,10 @@ changed live with \`PUT /admin/v1/queues/<q>\`; after 1.2 s settling,
 compared with rate x measured time. Windows are ${DISP_WIN} s (the brief asks 30 s;
 shortened to keep \`make bench\` under 10 minutes) and ${RAMP_WIN} s for the ramp.
 The relay publishes every TokenIssued to the local RabbitMQ at the same time
-(outbox backlog at the end of the ramp: ${outbox} entries).
+(outbox backlog at the end of the ramp: ${outbox} entries). When the backlog
+reaches \`OUTBOX_MAX_BACKLOG\` (100,000 by default) the dispatcher holds
+admission until the relay has drained it, so above what the relay can publish
+to the broker on this machine the ramp measures the relay, not the tick.
 
 | rate /s | issued | expected | issued / expected |
 |---|---|---|---|
