@@ -21,25 +21,18 @@ func requestID() string {
 
 // AcquireLease takes queue q's dispatcher lease for owner if nobody holds it.
 // It returns the new fencing epoch, 0 when another owner holds the lease, or
-// queue.ErrNotFound when q has no configuration (nothing to lead).
+// queue.ErrNotFound when q has no configuration (nothing to lead). It is
+// AcquireLeases for one queue.
 func (s *Store) AcquireLease(ctx context.Context, q, owner string, ttl time.Duration) (int64, error) {
-	epoch, err := leaseScript.Run(ctx, s.rdb, KeysFor(q).leaseKeys(), "acquire", owner, ttl.Milliseconds(), requestID()).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("acquire lease %s: %w", q, classify(err))
-	}
-	if epoch < 0 {
-		return 0, fmt.Errorf("acquire lease %s: %w", q, queue.ErrNotFound)
-	}
-	return epoch, nil
+	r := s.AcquireLeases(ctx, owner, []string{q}, ttl)[0]
+	return r.Epoch, r.Err
 }
 
-// RenewLease extends owner's lease at epoch; false means it was lost.
+// RenewLease extends owner's lease at epoch; false means it was lost. It is
+// RenewLeases for one lease.
 func (s *Store) RenewLease(ctx context.Context, q, owner string, epoch int64, ttl time.Duration) (bool, error) {
-	n, err := leaseScript.Run(ctx, s.rdb, KeysFor(q).leaseKeys(), "renew", owner, ttl.Milliseconds(), epoch).Int64()
-	if err != nil {
-		return false, fmt.Errorf("renew lease %s: %w", q, classify(err))
-	}
-	return n == 1, nil
+	r := s.RenewLeases(ctx, owner, []queue.Lease{{QueueID: q, Epoch: epoch}}, ttl)[0]
+	return r.Epoch > 0, r.Err
 }
 
 // ReleaseLease gives owner's lease up, so a standby takes over at its next
@@ -55,10 +48,11 @@ func (s *Store) ReleaseLease(ctx context.Context, q, owner string, epoch int64) 
 // len(r.Grants) people are admitted. It fails with queue.ErrStaleEpoch,
 // before any write, when r.Epoch is not the queue's current one. The tick
 // carries a fresh id, so a retry of the same call is answered with the
-// first call's result instead of admitting a second batch.
+// first call's result instead of admitting a second batch. It is IssueAll
+// for one queue.
 func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queue.IssueResult, error) {
-	res, err := issueScript.Run(ctx, s.rdb, KeysFor(q).issueKeys(), issueArgs(q, r)...).Slice()
-	return issueReply(q, r.Epoch, res, err)
+	rep := s.IssueAll(ctx, []queue.IssueCall{{QueueID: q, IssueRequest: r}})[0]
+	return rep.IssueResult, rep.Err
 }
 
 func issueArgs(q string, r queue.IssueRequest) []any {

@@ -3,45 +3,10 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
-
-// evalAll runs script once per call in one pipelined round (on a cluster,
-// one round per node) and returns each call's command. A pipeline cannot
-// fall back from EVALSHA to EVAL per command, so when the server lost its
-// script cache (a restart, a failover) the script is loaded and the calls
-// that got NOSCRIPT are sent again: they did not run.
-func (s *Store) evalAll(ctx context.Context, script *redis.Script, n int, keys func(i int) []string, args func(i int) []any) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, n)
-	send := func(idx []int) {
-		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range idx {
-				cmds[i] = script.EvalSha(ctx, p, keys(i), args(i)...)
-			}
-			return nil
-		})
-	}
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
-	send(all)
-	var again []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 && script.Load(ctx, s.rdb).Err() == nil {
-		send(again)
-	}
-	return cmds
-}
 
 // IssueAll runs one tick of each queue in calls (see Issue) in one
 // pipelined round: a dispatcher leading hundreds of queues makes one round
@@ -51,7 +16,7 @@ func (s *Store) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.I
 	if len(calls) == 0 {
 		return out
 	}
-	cmds := s.evalAll(ctx, issueScript, len(calls),
+	cmds, _ := s.evalAll(ctx, issueScript, len(calls),
 		func(i int) []string { return KeysFor(calls[i].QueueID).issueKeys() },
 		func(i int) []any { return issueArgs(calls[i].QueueID, calls[i].IssueRequest) })
 	for i, c := range cmds {
@@ -72,7 +37,7 @@ func (s *Store) AcquireLeases(ctx context.Context, owner string, qs []string, tt
 	for i := range attempts {
 		attempts[i] = requestID()
 	}
-	cmds := s.evalAll(ctx, leaseScript, len(qs),
+	cmds, _ := s.evalAll(ctx, leaseScript, len(qs),
 		func(i int) []string { return KeysFor(qs[i]).leaseKeys() },
 		func(i int) []any { return []any{"acquire", owner, ttl.Milliseconds(), attempts[i]} })
 	for i, c := range cmds {
@@ -97,7 +62,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, leases []queue.Le
 	if len(leases) == 0 {
 		return out
 	}
-	cmds := s.evalAll(ctx, leaseScript, len(leases),
+	cmds, _ := s.evalAll(ctx, leaseScript, len(leases),
 		func(i int) []string { return KeysFor(leases[i].QueueID).leaseKeys() },
 		func(i int) []any { return []any{"renew", owner, ttl.Milliseconds(), leases[i].Epoch} })
 	for i, c := range cmds {

@@ -3,9 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strings"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -18,25 +15,9 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 		return map[string]queue.Standing{}, nil
 	}
 	k := KeysFor(q)
-	run := func() ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(users))
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, u := range users {
-				cmds[i] = positionScript.EvalSha(ctx, p, k.positionKeys(u), u)
-			}
-			return nil
-		})
-		return cmds, err
-	}
-	cmds, err := run()
-	if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
-		// A pipeline cannot fall back to EVAL per command: load the script
-		// (the server lost its cache) and run the round again.
-		if lerr := positionScript.Load(ctx, s.rdb).Err(); lerr != nil {
-			return nil, classifyf("position many "+q, lerr)
-		}
-		cmds, err = run()
-	}
+	cmds, err := s.evalAll(ctx, positionScript, len(users),
+		func(i int) []string { return k.positionKeys(users[i]) },
+		func(i int) []any { return []any{users[i]} })
 	out := make(map[string]queue.Standing, len(users))
 	for i, c := range cmds {
 		res, cerr := c.Slice()

@@ -109,11 +109,12 @@ func (s *Store) AckOutbox(ctx context.Context, q string, events []queue.Event) e
 
 // OutboxLen is the number of events of q not yet confirmed by the broker.
 func (s *Store) OutboxLen(ctx context.Context, q string) (int64, error) {
-	n, err := s.rdb.XLen(ctx, KeysFor(q).Outbox()).Result()
-	return n, classifyf("outbox length "+q, err)
+	n, err := s.OutboxLens(ctx, []string{q})
+	return n[q], err
 }
 
-// OutboxLens is OutboxLen of every queue in qs, in one pipelined round.
+// OutboxLens is the number of unconfirmed events of every queue in qs, in
+// one pipelined round.
 func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, error) {
 	cmds := make([]*redis.IntCmd, len(qs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {

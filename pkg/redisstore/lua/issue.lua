@@ -20,13 +20,14 @@
 -- Reply: {outcome, issued, expired, waiting after, configured rate}, outcome
 -- OK | PAUSED | HELD; or {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
-local d0 = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply')
-local current = tonumber(d0[1] or '0')
+-- The dispatch hash, read once: fencing, the last applied tick, the credit.
+local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate')
+local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
 end
-if d0[2] == ARGV[5] and d0[3] then
-  return cjson.decode(d0[3])
+if d[2] == ARGV[5] and d[3] then
+  return cjson.decode(d[3])
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs')
 if not cfg[1] then
@@ -60,8 +61,7 @@ local room = 1e15
 if bound > 0 then
   room = bound - redis.call('XLEN', KEYS[5])
 end
-local d = redis.call('HMGET', KEYS[4], 'credit', 'lastTickMs', 'measuredRate', 'heldReason')
-local last = tonumber(d[2]) or now
+local last = tonumber(d[5]) or now
 local elapsed = math.max(0, now - last)
 local rate = tonumber(cfg[2])
 -- The batch cap is ceil(rate x span) + 1 where span is the time this tick
@@ -74,7 +74,7 @@ local rate = tonumber(cfg[2])
 -- after every failover).
 local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
 local batch_cap = math.ceil(rate * span / 1000) + 1
-local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap)
+local credit = math.min((tonumber(d[4]) or 0) + rate * elapsed / 1000, batch_cap)
 
 -- The measured rate the gateway's ETA uses: an average over about five
 -- seconds, weighted by time, of what each tick did. It starts at the
@@ -82,7 +82,7 @@ local credit = math.min((tonumber(d[1]) or 0) + rate * elapsed / 1000, batch_cap
 -- its own span, and idle time (nobody waiting) counts as the configured
 -- rate, since that is how fast the next person would move.
 local function measure(waiting, issued)
-  local measured = tonumber(d[3]) or rate
+  local measured = tonumber(d[6]) or rate
   if elapsed > 0 then
     local target = rate
     if waiting > 0 then
