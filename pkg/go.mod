@@ -3,6 +3,7 @@ module github.com/waitingroom/waitingroom/pkg
 go 1.26.8
 
 require (
+	github.com/MicahParks/jwkset v0.11.4
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/gin-contrib/cors v1.7.7
@@ -103,4 +104,5 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.11.0 // indirect
 )

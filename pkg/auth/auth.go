@@ -1,11 +1,17 @@
-// Package auth verifies the HS256 JWTs users and operators present.
+// Package auth verifies the JWTs users and operators present.
 //
-// A token's sub claim is the user id; `role: admin` grants the admin API. The
-// signing method is pinned to HS256 and exp is required, so `alg: none`,
-// RS/HS confusion and never-expiring tokens are all refused.
+// A token's sub claim is the user id; `role: admin` grants the admin API.
+// Tokens come from a shared HS256 secret (AUTH_JWT_SECRET, and what Mint
+// signs in dev mode), from an identity provider's JSON Web Key Set
+// (AUTH_JWKS_URL), or both. The algorithm is pinned: HS256 only with the
+// secret, and a JWKS key verifies only the one algorithm its alg or type
+// names, so `alg: none`, RS/HS confusion and a key used for another
+// algorithm are all refused. exp is required; iss and aud are enforced when
+// configured, and a token whose lifetime exceeds the maximum is refused.
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -25,6 +31,10 @@ const RoleAdmin = "admin"
 
 // MinSecretBytes is the shortest accepted HS256 key (RFC 7518 section 3.2).
 const MinSecretBytes = 32
+
+// DefaultMaxTokenAge is the longest token lifetime accepted unless
+// WithMaxTokenAge says otherwise.
+const DefaultMaxTokenAge = 24 * time.Hour
 
 var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
 
@@ -54,76 +64,91 @@ func ValidUserID(id string) bool { return userIDPattern.MatchString(id) }
 
 // Verifier checks tokens and mints them in dev mode.
 type Verifier struct {
-	secret []byte
-	parser *jwt.Parser
+	secret   []byte  // the HS256 key; nil when tokens come only from a JWKS
+	keys     *keySet // nil without a JWKS
+	issuer   string
+	audience []string
+	maxAge   time.Duration
+	parser   *jwt.Parser
 	// cache holds tokens that verified, until they expire: a waiting user
 	// polls with the same token every few seconds, and the signature and
 	// claims check is a sixth of the gateway's CPU on the position path.
 	cache *lru.Cache[[sha256.Size]byte, verified]
 	now   func() time.Time
+
+	jwks    *JWKS // from WithJWKS, started last in NewVerifier
+	jwksCtx context.Context
 }
 
-// verified is a cached verification: the principal and the instant
-// (expiry plus leeway) after which the token is refused again.
+// verified is a cached verification: the principal, the instant (expiry
+// plus leeway) after which the token is refused again, and the JWKS key
+// that signed it (nil for HS256), which must still be in the set.
 type verified struct {
 	p     Principal
 	until time.Time
+	key   *publicKey
 }
 
-// leeway is the clock skew allowed on exp, iat and nbf.
+// leeway is the clock skew allowed on exp, iat, nbf and the lifetime.
 const leeway = 5 * time.Second
 
-// Option configures a Verifier.
-type Option func(*Verifier) error
-
-// WithCache remembers up to size verified tokens (least recently used go
-// first), so a token seen again skips the HMAC and the claims parsing until
-// it expires. 0 turns the cache off. Only tokens that passed every check
-// are cached, keyed by the SHA-256 of the whole token, so a forged or
-// altered token can never hit. An entry takes about 225 bytes of heap.
-func WithCache(size int) Option {
-	return func(v *Verifier) error {
-		if size < 0 {
-			return fmt.Errorf("auth: cache size must not be negative, got %d", size)
-		}
-		if size == 0 {
-			v.cache = nil
-			return nil
-		}
-		c, err := lru.New[[sha256.Size]byte, verified](size)
-		if err != nil {
-			return fmt.Errorf("auth: cache: %w", err)
-		}
-		v.cache = c
-		return nil
-	}
-}
-
-// withClock replaces the clock the cache compares expiries with (tests).
-func withClock(now func() time.Time) Option {
-	return func(v *Verifier) error { v.now = now; return nil }
-}
-
-// NewVerifier returns a Verifier for the HS256 secret. A secret shorter than
+// NewVerifier returns a Verifier for the HS256 secret and the options. The
+// secret may be empty when WithJWKS is given; else one shorter than
 // MinSecretBytes is refused: HS256 with a short key is guessable offline.
+// With a JWKS, Close stops its background fetches.
 func NewVerifier(secret string, opts ...Option) (*Verifier, error) {
-	if len(secret) < MinSecretBytes {
-		return nil, fmt.Errorf("auth: secret must be at least %d bytes, got %d", MinSecretBytes, len(secret))
-	}
-	v := &Verifier{secret: []byte(secret), now: time.Now}
+	v := &Verifier{now: time.Now, maxAge: DefaultMaxTokenAge}
 	for _, o := range opts {
 		if err := o(v); err != nil {
 			return nil, err
 		}
 	}
-	v.parser = jwt.NewParser(
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+	var methods []string
+	if secret != "" || v.jwks == nil {
+		if len(secret) < MinSecretBytes {
+			return nil, fmt.Errorf("auth: secret must be at least %d bytes, got %d", MinSecretBytes, len(secret))
+		}
+		v.secret = []byte(secret)
+		methods = append(methods, jwt.SigningMethodHS256.Alg())
+	}
+	if v.jwks != nil {
+		methods = append(methods, jwksAlgs...)
+	}
+	popts := []jwt.ParserOption{
+		jwt.WithValidMethods(methods),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(leeway),
 		jwt.WithTimeFunc(v.now),
-	)
+	}
+	if v.issuer != "" {
+		popts = append(popts, jwt.WithIssuer(v.issuer))
+	}
+	if len(v.audience) > 0 {
+		popts = append(popts, jwt.WithAudience(v.audience...))
+	}
+	v.parser = jwt.NewParser(popts...)
+	if v.jwks != nil { // last: nothing can fail once its goroutine runs
+		v.keys = newKeySet(v.jwksCtx, *v.jwks, v.now)
+	}
 	return v, nil
+}
+
+// Close stops the JWKS background fetches and waits for them to end.
+func (v *Verifier) Close() {
+	if v.keys != nil {
+		v.keys.close()
+	}
+}
+
+// Ready reports whether tokens can be verified: always without a JWKS,
+// and once its keys were fetched with one. Until then JWKS tokens get
+// ErrInvalidToken. It fits httpserver.Check, for /readyz.
+func (v *Verifier) Ready(context.Context) error {
+	if v.keys == nil {
+		return nil
+	}
+	return v.keys.ready()
 }
 
 // Verify parses and checks a raw token and returns its principal.
@@ -131,42 +156,88 @@ func (v *Verifier) Verify(raw string) (Principal, error) {
 	if raw == "" {
 		return Principal{}, ErrMissingToken
 	}
-	var key [sha256.Size]byte
+	var hash [sha256.Size]byte
 	if v.cache != nil {
-		key = sha256.Sum256([]byte(raw))
-		if hit, ok := v.cache.Get(key); ok {
-			if v.now().Before(hit.until) {
+		hash = sha256.Sum256([]byte(raw))
+		if hit, ok := v.cache.Get(hash); ok {
+			if v.now().Before(hit.until) && (hit.key == nil || v.keys.current(hit.key.kid) == hit.key) {
 				return hit.p, nil
 			}
-			v.cache.Remove(key) // expired: the full check below refuses it
+			v.cache.Remove(hash) // expired or its key left the set: the full check below decides
 		}
 	}
 	var claims Claims
-	_, err := v.parser.ParseWithClaims(raw, &claims, func(*jwt.Token) (any, error) { return v.secret, nil })
+	var signer *publicKey
+	_, err := v.parser.ParseWithClaims(raw, &claims, func(t *jwt.Token) (any, error) {
+		key, k, err := v.key(t)
+		signer = k
+		return key, err
+	})
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
 	if !ValidUserID(claims.Subject) {
 		return Principal{}, fmt.Errorf("%w: sub is not a valid user id", ErrInvalidToken)
 	}
+	// exp is required, so ExpiresAt is set once the parser accepted it.
+	start := v.now()
+	if claims.IssuedAt != nil {
+		start = claims.IssuedAt.Time
+	}
+	if life := claims.ExpiresAt.Sub(start); life > v.maxAge+leeway {
+		return Principal{}, fmt.Errorf("%w: a lifetime of %s is longer than %s", ErrInvalidToken, life, v.maxAge)
+	}
 	p := Principal{UserID: claims.Subject, Role: claims.Role}
 	if v.cache != nil {
-		// exp is required, so ExpiresAt is set once the parser accepted it.
-		v.cache.Add(key, verified{p: p, until: claims.ExpiresAt.Add(leeway)})
+		v.cache.Add(hash, verified{p: p, until: claims.ExpiresAt.Add(leeway), key: signer})
 	}
 	return p, nil
 }
 
-// Mint signs a token for userID with the given role and lifetime.
+// key returns what verifies t: the HS256 secret, or the JWKS key its kid
+// names, which must be pinned to t's algorithm. The parser lets HS256
+// through only with a secret and the JWKS algorithms only with a set.
+func (v *Verifier) key(t *jwt.Token) (any, *publicKey, error) {
+	alg := t.Method.Alg()
+	if alg == jwt.SigningMethodHS256.Alg() && v.secret != nil {
+		return v.secret, nil, nil
+	}
+	if v.keys == nil {
+		return nil, nil, fmt.Errorf("unexpected algorithm %s", alg)
+	}
+	kid, _ := t.Header["kid"].(string)
+	if kid == "" {
+		return nil, nil, errors.New("a JWKS token must name its key (kid)")
+	}
+	k, err := v.keys.key(kid)
+	if err != nil {
+		return nil, nil, err
+	}
+	if k.alg != alg {
+		return nil, nil, fmt.Errorf("key %q verifies %s, not %s", kid, k.alg, alg)
+	}
+	return k.key, k, nil
+}
+
+// Mint signs an HS256 token for userID with the given role and lifetime,
+// naming the configured issuer and audience so the Verifier accepts it.
 func (v *Verifier) Mint(userID, role string, ttl time.Duration) (string, error) {
+	if v.secret == nil {
+		return "", errors.New("auth: no HS256 secret to mint with")
+	}
 	if !ValidUserID(userID) {
 		return "", fmt.Errorf("auth: %q is not a valid user id", userID)
+	}
+	if ttl > v.maxAge {
+		return "", fmt.Errorf("auth: a token for %s outlives the maximum token age %s", ttl, v.maxAge)
 	}
 	now := time.Now()
 	claims := Claims{
 		Role: role,
 		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    v.issuer,
 			Subject:   userID,
+			Audience:  v.audience,
 			IssuedAt:  jwt.NewNumericDate(now),
 			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 		},

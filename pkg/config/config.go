@@ -6,6 +6,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/caarlos0/env/v11"
 )
@@ -31,8 +32,26 @@ type Database struct {
 
 // Auth configures JWT verification.
 type Auth struct {
-	// JWTSecret is the HS256 key. Required unless DevMode is on.
+	// JWTSecret is the HS256 key. Required unless JWKSURL is set or DevMode
+	// is on.
 	JWTSecret string `env:"AUTH_JWT_SECRET" json:"-"`
+	// JWKSURL, when set, is the identity provider's JSON Web Key Set:
+	// RS256, ES256 and EdDSA (and the other RS/PS/ES sizes) tokens are
+	// verified against its keys, each key pinned to one algorithm.
+	JWKSURL string `env:"AUTH_JWKS_URL"`
+	// JWKSRefresh is how often the key set is fetched again in the
+	// background; a token naming an unknown kid also triggers a fetch, at
+	// most one every 10 s.
+	JWKSRefresh time.Duration `env:"AUTH_JWKS_REFRESH" envDefault:"15m"`
+	// Issuer, when set, must equal a token's iss claim.
+	Issuer string `env:"AUTH_ISSUER"`
+	// Audience, when set, is a comma-separated list: a token's aud claim
+	// must name at least one of them.
+	Audience []string `env:"AUTH_AUDIENCE" envSeparator:","`
+	// MaxTokenAge refuses a token whose lifetime (exp minus iat, or exp
+	// minus now without iat) is longer: a leaked long-lived token is a
+	// standing key to the queue.
+	MaxTokenAge time.Duration `env:"AUTH_MAX_TOKEN_AGE" envDefault:"24h"`
 	// DevMode enables the token-minting endpoint and a fixed, public secret.
 	DevMode bool `env:"AUTH_DEV_MODE" envDefault:"false"`
 	// CacheSize is how many verified tokens are remembered until they

@@ -29,7 +29,7 @@ func Run(ctx context.Context) error {
 // Serve wires the service and serves until ctx ends; ready, if set, gets
 // the bound address.
 func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
-	ver, err := auth.FromConfig(cfg.Auth)
+	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
 		return err
 	}

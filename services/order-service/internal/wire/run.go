@@ -35,7 +35,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: the public dev secret is accepted; never run this in production")
 	}
-	ver, err := auth.FromConfig(cfg.Auth)
+	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
 		return err
 	}
