@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/web"
 )
@@ -18,6 +19,9 @@ type Config struct {
 	config.Auth
 	// EnterRateLimitPerIP is enters per second per client IP; 0 turns it off.
 	EnterRateLimitPerIP int `env:"ENTER_RATE_LIMIT_PER_IP" envDefault:"10"`
+	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by:
+	// it may take a new address of its /64 for every request.
+	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `env:"TRUSTED_PROXIES"`
 	// ShutdownTimeout bounds the graceful shutdown; keep it below the pod's
@@ -39,6 +43,7 @@ func (c *Config) Validate() error {
 	if c.EnterRateLimitPerIP < 0 {
 		errs = append(errs, errors.New("ENTER_RATE_LIMIT_PER_IP must be 0 (off) or positive"))
 	}
+	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}

@@ -39,7 +39,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
 	}
-	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
+	ver, err := auth.FromConfig(cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -60,16 +60,17 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping})
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{
-		Service:        svc,
-		Verifier:       ver,
-		Log:            log,
-		Registry:       prometheus.NewRegistry(),
-		Health:         health,
-		EnterLimiter:   limiter,
-		DevMode:        cfg.DevMode,
-		TrustedProxies: cfg.TrustedProxies,
-		QueueLister:    store,
-		Page:           &page,
+		Service:          svc,
+		Verifier:         ver,
+		Log:              log,
+		Registry:         prometheus.NewRegistry(),
+		Health:           health,
+		EnterLimiter:     limiter,
+		ClientIPv6Prefix: cfg.ClientIPv6Prefix,
+		DevMode:          cfg.DevMode,
+		TrustedProxies:   cfg.TrustedProxies,
+		QueueLister:      store,
+		Page:             &page,
 	})
 	if err != nil {
 		_ = rdb.Close()

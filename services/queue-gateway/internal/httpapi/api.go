@@ -34,6 +34,9 @@ type Options struct {
 	Health   *httpserver.Health
 	// EnterLimiter may be nil: no per-IP limit.
 	EnterLimiter Limiter
+	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by
+	// (clientkey.Of); 0 means clientkey.DefaultIPv6Prefix.
+	ClientIPv6Prefix int
 	// DevMode enables POST /api/v1/dev/token.
 	DevMode        bool
 	TrustedProxies []string
@@ -49,6 +52,7 @@ type handler struct {
 	ver     *auth.Verifier
 	log     *slog.Logger
 	limiter Limiter
+	v6bits  int
 	m       *metrics
 }
 
@@ -67,7 +71,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, limiter: o.EnterLimiter, m: newMetrics(o.Registry, o.QueueLister, o.Log)}
+	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, limiter: o.EnterLimiter, v6bits: o.ClientIPv6Prefix, m: newMetrics(o.Registry, o.QueueLister, o.Log)}
 
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -78,11 +79,13 @@ func (h *handler) publicQueue(c *gin.Context) {
 }
 
 // limitEnter applies the per-IP enter limit before the token is even checked.
+// An IPv6 client counts by its prefix: it may pick a new address of its /64
+// for every request.
 func (h *handler) limitEnter(c *gin.Context) {
 	if h.limiter == nil {
 		return
 	}
-	ok, retry, err := h.limiter.Allow(c, c.ClientIP())
+	ok, retry, err := h.limiter.Allow(c, clientkey.Of(c.ClientIP(), h.v6bits))
 	if err != nil {
 		h.m.enterOutcome("unavailable")
 		h.fail(c, err)
