@@ -27,6 +27,31 @@ func (e *NotActiveError) Error() string {
 	return fmt.Sprintf("entry token not active for another %v", e.Wait)
 }
 
+// TokenCheck is what the order path's cheap, read-only check found for a
+// presented entry token (see redisstore's check script). Consume stays the
+// authority: a VALID check may still lose the race to consume.
+type TokenCheck struct {
+	State TokenCheckState
+	// Wait is how long until a NOT_ACTIVE token activates.
+	Wait time.Duration
+}
+
+// TokenCheckState sorts order requests before anything is charged.
+type TokenCheckState string
+
+// The states of a TokenCheck.
+const (
+	// TokenValid: the user's token for this queue, active and unexpired.
+	TokenValid TokenCheckState = "VALID"
+	// TokenNotActive: the user's token, but its activate-at lies ahead.
+	TokenNotActive TokenCheckState = "NOT_ACTIVE"
+	// TokenSpent: the token this user last consumed in this queue: its
+	// holder retrying an order, who may have a stored answer replayed.
+	TokenSpent TokenCheckState = "SPENT"
+	// TokenInvalid: none of the above.
+	TokenInvalid TokenCheckState = "INVALID"
+)
+
 // Grant is a fresh token the issuer hands to the issue operation: a 128-bit
 // secret (only its holder ever sees it) and a 128-bit public id.
 type Grant struct {

@@ -23,7 +23,26 @@ type Config struct {
 	// ActivationSpreadMs spreads one batch's activate-at times over this window
 	// so a batch does not hit the order path in the same millisecond.
 	ActivationSpreadMs int64 `json:"activationSpreadMs"`
+	// EnterChallenge is what a new entrant must show first: nothing, or a
+	// solved proof-of-work challenge (raised when bots show up).
+	EnterChallenge EnterChallenge `json:"enterChallenge"`
+	// PowDifficultyBits is the proof-of-work difficulty: leading zero bits,
+	// about 2^bits hashes per entrant. Raising it refuses solutions of
+	// challenges issued at the old difficulty.
+	PowDifficultyBits int64 `json:"powDifficultyBits"`
 }
+
+// EnterChallenge is a queue's challenge at enter.
+type EnterChallenge string
+
+// The enter challenges.
+const (
+	ChallengeNone        EnterChallenge = "NONE"
+	ChallengeProofOfWork EnterChallenge = "PROOF_OF_WORK"
+)
+
+// Valid reports whether c is a known challenge.
+func (c EnterChallenge) Valid() bool { return c == ChallengeNone || c == ChallengeProofOfWork }
 
 // Bounds of the knobs. Values outside them are operator mistakes, not tuning.
 const (
@@ -35,6 +54,8 @@ const (
 	MinTokenTTLSeconds    = 1
 	MaxTokenTTLSeconds    = 24 * 3600
 	MaxActivationSpreadMs = 60_000
+	MinPowDifficultyBits  = 1
+	MaxPowDifficultyBits  = 32
 )
 
 // DefaultConfig is what a new queue starts with: ~175 orders/s (a 40-connection
@@ -49,6 +70,8 @@ func DefaultConfig() Config {
 		MaxWaitSeconds:      600,
 		TokenTTLSeconds:     300,
 		ActivationSpreadMs:  2000,
+		EnterChallenge:      ChallengeNone,
+		PowDifficultyBits:   16,
 	}
 }
 
@@ -99,6 +122,12 @@ func (c Config) Validate() []FieldError {
 		add("activationSpreadMs", "must be between 0 and %d", MaxActivationSpreadMs)
 	} else if c.TokenTTLSeconds >= MinTokenTTLSeconds && c.ActivationSpreadMs >= c.TokenTTLSeconds*1000/2 {
 		add("activationSpreadMs", "must be less than half of tokenTtlSeconds, or tokens could expire before they activate")
+	}
+	if !c.EnterChallenge.Valid() {
+		add("enterChallenge", "must be NONE or PROOF_OF_WORK")
+	}
+	if c.PowDifficultyBits < MinPowDifficultyBits || c.PowDifficultyBits > MaxPowDifficultyBits {
+		add("powDifficultyBits", "must be between %d and %d", MinPowDifficultyBits, MaxPowDifficultyBits)
 	}
 	return errs
 }

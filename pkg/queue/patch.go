@@ -15,6 +15,8 @@ type Patch struct {
 	MaxWaitSeconds      *int64
 	TokenTTLSeconds     *int64
 	ActivationSpreadMs  *int64
+	EnterChallenge      *EnterChallenge
+	PowDifficultyBits   *int64
 }
 
 // Apply returns c with the patch's fields set.
@@ -30,6 +32,10 @@ func (p Patch) Apply(c Config) Config {
 	setInt(&c.MaxWaitSeconds, p.MaxWaitSeconds)
 	setInt(&c.TokenTTLSeconds, p.TokenTTLSeconds)
 	setInt(&c.ActivationSpreadMs, p.ActivationSpreadMs)
+	if p.EnterChallenge != nil {
+		c.EnterChallenge = *p.EnterChallenge
+	}
+	setInt(&c.PowDifficultyBits, p.PowDifficultyBits)
 	return c
 }
 
@@ -95,6 +101,17 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 			p.TokenTTLSeconds, msg = decodeInt(v)
 		case "activationSpreadMs":
 			p.ActivationSpreadMs, msg = decodeInt(v)
+		case "enterChallenge":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				msg = "must be a string: NONE or PROOF_OF_WORK"
+			} else if ch := EnterChallenge(s); !ch.Valid() {
+				msg = "must be NONE or PROOF_OF_WORK"
+			} else {
+				p.EnterChallenge = &ch
+			}
+		case "powDifficultyBits":
+			p.PowDifficultyBits, msg = decodeInt(v)
 		default:
 			msg = "unknown field"
 		}

@@ -15,7 +15,25 @@ var (
 	ErrClosed      = errors.New("queue closed")
 	ErrFull        = errors.New("queue full")
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrChallengeRequired: the queue asks new entrants for a solved
+	// challenge, and none came.
+	ErrChallengeRequired = errors.New("enter challenge required")
+	// ErrChallengeFailed: the solution shown is wrong, expired, used
+	// before, or for a lower difficulty than the queue's current one.
+	ErrChallengeFailed = errors.New("enter challenge failed")
 )
+
+// Proof is a solved enter challenge whose signature and work the gateway
+// checked; the enter operation accepts it once, at the queue's current
+// difficulty or above.
+type Proof struct {
+	// ID names the challenge (its single use is recorded under it).
+	ID string
+	// Bits is the difficulty the challenge was issued at.
+	Bits int
+	// ExpiresAt is when the challenge expires.
+	ExpiresAt time.Time
+}
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 

@@ -113,6 +113,29 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	return cfg, st, nil
 }
 
+// Challenge reads queue q's enter challenge and its difficulty: one HMGET,
+// cheap enough for every challenge request.
+func (s *Store) Challenge(ctx context.Context, q string) (queue.EnterChallenge, int64, error) {
+	v, err := s.rdb.HMGet(ctx, KeysFor(q).Config(), "state", "enterChallenge", "powDifficultyBits").Result()
+	if err != nil {
+		return "", 0, fmt.Errorf("challenge %s: %w", q, classify(err))
+	}
+	if v[0] == nil {
+		return "", 0, fmt.Errorf("challenge %s: %w", q, queue.ErrNotFound)
+	}
+	def := queue.DefaultConfig()
+	kind, bits := def.EnterChallenge, def.PowDifficultyBits
+	if s, ok := v[1].(string); ok {
+		kind = queue.EnterChallenge(s)
+	}
+	if s, ok := v[2].(string); ok {
+		if bits, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return "", 0, fmt.Errorf("challenge %s: field powDifficultyBits: %w", q, err)
+		}
+	}
+	return kind, bits, nil
+}
+
 func encodeConfig(c queue.Config) map[string]any {
 	return map[string]any{
 		"state":               string(c.State),
@@ -122,6 +145,8 @@ func encodeConfig(c queue.Config) map[string]any {
 		"maxWaitSeconds":      c.MaxWaitSeconds,
 		"tokenTtlSeconds":     c.TokenTTLSeconds,
 		"activationSpreadMs":  c.ActivationSpreadMs,
+		"enterChallenge":      string(c.EnterChallenge),
+		"powDifficultyBits":   c.PowDifficultyBits,
 	}
 }
 
@@ -148,5 +173,9 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("maxWaitSeconds", &c.MaxWaitSeconds)
 	num("tokenTtlSeconds", &c.TokenTTLSeconds)
 	num("activationSpreadMs", &c.ActivationSpreadMs)
+	num("powDifficultyBits", &c.PowDifficultyBits)
+	if v, ok := h["enterChallenge"]; ok {
+		c.EnterChallenge = queue.EnterChallenge(v)
+	}
 	return c, err
 }

@@ -63,6 +63,15 @@ func (k Keys) Inflight() string { return k.prefix + "inflight" }
 // a user has at most one order in flight per queue.
 func (k Keys) Consumed(user string) string { return k.prefix + "consumed:" + user }
 
+// Spent is the secret of the token a user last consumed in this queue
+// (string), with the consumed data's expiry. The order path's cheap check
+// reads it to tell its holder's retry from junk; settle and restore leave it.
+func (k Keys) Spent(user string) string { return k.prefix + "spent:" + user }
+
+// Pow records that the enter challenge with this id was used (string,
+// expiring with the challenge).
+func (k Keys) Pow(challengeID string) string { return k.prefix + "pow:" + challengeID }
+
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
 
@@ -75,8 +84,8 @@ func (k Keys) Outbox() string { return k.prefix + "outbox" }
 // Key lists per script, in the order the scripts read KEYS. Tests check that
 // each list hashes to one cluster slot.
 
-func (k Keys) enterKeys(user string) []string {
-	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch()}
+func (k Keys) enterKeys(user, challengeID string) []string {
+	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID)}
 }
 
 func (k Keys) positionKeys(user string) []string {
@@ -102,8 +111,10 @@ func (k Keys) issueKeys() []string {
 }
 
 func (k Keys) consumeKeys(user string) []string {
-	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user)}
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Spent(user)}
 }
+
+func (k Keys) checkKeys(user string) []string { return []string{k.Token(user), k.Spent(user)} }
 
 func (k Keys) settleKeys(user string) []string {
 	return []string{k.Status(user), k.Active(), k.Inflight(), k.Consumed(user)}

@@ -35,6 +35,24 @@ func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, le
 	return queue.Consumed{}, fmt.Errorf("consume %s: unknown reply %v", q, res)
 }
 
+// CheckToken is the order path's cheap gate (see lua/check.lua): read-only,
+// one round trip, nothing charged. Consume stays the authority.
+func (s *Store) CheckToken(ctx context.Context, q, user, secret string) (queue.TokenCheck, error) {
+	res, err := checkScript.Run(ctx, s.rdb, KeysFor(q).checkKeys(user), secret).Slice()
+	if err != nil {
+		return queue.TokenCheck{}, fmt.Errorf("check token %s: %w", q, classify(err))
+	}
+	c := queue.TokenCheck{State: queue.TokenCheckState(str(res[0]))}
+	switch c.State {
+	case queue.TokenValid, queue.TokenSpent, queue.TokenInvalid:
+	case queue.TokenNotActive:
+		c.Wait = time.Duration(intOf(res, 1)) * time.Millisecond
+	default:
+		return queue.TokenCheck{}, fmt.Errorf("check token %s: unknown reply %v", q, res)
+	}
+	return c, nil
+}
+
 // Settle records that the order for this token was committed: slot freed,
 // marker ORDERED. It reports false when there was nothing to settle (already
 // settled or restored).

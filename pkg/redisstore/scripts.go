@@ -36,6 +36,7 @@ var (
 	leaseScript    = script("lease")
 	issueScript    = script("issue")
 	consumeScript  = script("consume")
+	checkScript    = script("check")
 	settleScript   = script("settle")
 	restoreScript  = script("restore")
 	overdueScript  = script("overdue")
@@ -46,7 +47,7 @@ var (
 var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript}
 
 // OrderScripts are the scripts the order-service runs.
-var OrderScripts = []*redis.Script{consumeScript, settleScript, restoreScript, overdueScript}
+var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs (the notification-service
 // reads positions with them too).

@@ -51,7 +51,9 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 		k := KeysFor(q)
 		for _, u := range users {
 			sets := map[string][]string{
-				"enter":    k.enterKeys(u),
+				"enter":    k.enterKeys(u, "0123456789abcdef0123456789abcdef"),
+				"enter-np": k.enterKeys(u, ""),
+				"check":    k.checkKeys(u),
 				"position": k.positionKeys(u),
 				"leave":    k.leaveKeys(u),
 				"stats":    k.statsKeys(),
@@ -61,7 +63,7 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"consume":  k.consumeKeys(u),
 				"settle":   k.settleKeys(u),
 				"restore":  k.restoreKeys(u),
-				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Dispatch(), k.Lock(), k.Outbox()},
+				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Spent(u), k.Dispatch(), k.Lock(), k.Outbox()},
 			}
 			for name, keys := range sets {
 				want := slot(keys[0])

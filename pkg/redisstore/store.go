@@ -40,10 +40,22 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Enter gives user a place in line q (see lua/enter.lua). It returns
 // queue.ErrNotFound, queue.ErrClosed or queue.ErrFull (with the standing's
-// figures filled) when there is no place to give.
+// figures filled) when there is no place to give, and
+// queue.ErrChallengeRequired on a queue that asks for a challenge.
 func (s *Store) Enter(ctx context.Context, q, user string) (queue.Standing, error) {
+	return s.EnterWithProof(ctx, q, user, queue.Proof{})
+}
+
+// EnterWithProof is Enter with a solved challenge, which a queue that asks
+// for one accepts once (queue.ErrChallengeFailed otherwise). A zero proof
+// is none.
+func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.Proof) (queue.Standing, error) {
 	k := KeysFor(q)
-	res, err := enterScript.Run(ctx, s.rdb, k.enterKeys(user), user).Slice()
+	var expires int64
+	if proof.ID != "" {
+		expires = proof.ExpiresAt.UnixMilli()
+	}
+	res, err := enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires).Slice()
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))
 	}
@@ -56,6 +68,10 @@ func (s *Store) Enter(ctx context.Context, q, user string) (queue.Standing, erro
 		return st, fmt.Errorf("enter %s: %w", q, queue.ErrClosed)
 	case "FULL":
 		return st, fmt.Errorf("enter %s: %w", q, queue.ErrFull)
+	case "CHALLENGE_REQUIRED":
+		return st, fmt.Errorf("enter %s: %w", q, queue.ErrChallengeRequired)
+	case "CHALLENGE_FAILED":
+		return st, fmt.Errorf("enter %s: %w", q, queue.ErrChallengeFailed)
 	}
 	return st, nil
 }
@@ -164,7 +180,7 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 		st.State = queue.Ordered
 	case "EXPIRED":
 		st.State = queue.Expired
-	case "NOT_IN_QUEUE", "CLOSED", "FULL":
+	case "NOT_IN_QUEUE", "CLOSED", "FULL", "CHALLENGE_REQUIRED", "CHALLENGE_FAILED":
 		st.State = queue.NotInQueue
 	default:
 		return st, outcome, fmt.Errorf("unknown script outcome %q", outcome)

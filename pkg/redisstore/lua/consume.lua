@@ -9,7 +9,7 @@
 -- in-flight marker of this very order and answers OK as the first call did,
 -- instead of "invalid token" to the rightful buyer.
 --
--- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>
+-- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>
 -- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms
 local tok = redis.call('HMGET', KEYS[1], 'token', 'tokenId', 'activateAt', 'expiresAt', 'seq')
 local oid = ARGV[3]
@@ -43,6 +43,9 @@ redis.call('ZADD', KEYS[4], deadline, tid .. ':' .. ARGV[2])
 -- What a restore needs to put the token back as it was.
 redis.call('SET', KEYS[5], table.concat({tid, tok[1], tok[3], tok[4], oid, tok[5] or '0'}, '|'), 'PXAT', keep)
 redis.call('SET', KEYS[2], 'ORDERING:' .. tid .. ':' .. oid, 'PXAT', keep)
+-- The secret stays known as spent, so the holder's retry of this order can
+-- still replay its answer after settle or restore dropped the data above.
+redis.call('SET', KEYS[6], tok[1], 'PXAT', keep)
 -- The slot stays taken while the order is in flight, a little past the lease
 -- so the reaper can settle or restore before the dispatcher prunes it.
 redis.call('ZADD', KEYS[3], deadline + tonumber(ARGV[5]), ARGV[2])

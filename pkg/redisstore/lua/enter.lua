@@ -1,7 +1,18 @@
 -- enter: give a user a place in line, or their token back, or say why not.
--- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch
--- ARGV: 1 user id
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds')
+--
+-- A queue with enterChallenge PROOF_OF_WORK gives a new place only for a
+-- solved challenge the gateway checked (signature, work): issued at the
+-- queue's current difficulty or above, unexpired by this server's clock,
+-- and never used before, which is recorded under the challenge's id in the
+-- same step. Anyone already in line (or holding a token) gets their
+-- standing back without one, so a refresh or a retried enter never needs a
+-- second solution and never burns one.
+--
+-- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
+--       7 pow:<challenge id> (pow: with no id when none was shown)
+-- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms)
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
+  'enterChallenge', 'powDifficultyBits')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -32,6 +43,16 @@ end
 local cap = math.min(tonumber(cfg[3]), math.floor(tonumber(cfg[4]) * tonumber(cfg[2])))
 if total >= cap then
   return reply('FULL', cfg[1], cfg[2], measured, total, 0)
+end
+
+if cfg[5] == 'PROOF_OF_WORK' then
+  if ARGV[2] == '' then
+    return reply('CHALLENGE_REQUIRED', cfg[1], cfg[2], measured, total, 0)
+  end
+  if tonumber(ARGV[3]) < tonumber(cfg[6] or '16') or now >= tonumber(ARGV[4])
+    or not redis.call('SET', KEYS[7], '1', 'NX', 'PXAT', ARGV[4]) then
+    return reply('CHALLENGE_FAILED', cfg[1], cfg[2], measured, total, 0)
+  end
 end
 
 -- The score is a sequence number, not a clock: two gateways with skewed

@@ -1,0 +1,28 @@
+-- check: the order path's cheap gate, read-only. Before any limit is
+-- charged or the order database is touched, the order-service asks whether
+-- the presented secret is this user's entry token for this queue. consume
+-- stays the authority; this only sorts requests:
+--   VALID       the token is here, matches, is active and unexpired;
+--   NOT_ACTIVE  it matches but activates in <ms>;
+--   SPENT       it matches the token this user last consumed in this queue
+--               (the holder's retry of an order: it may replay a stored
+--               answer, nothing more);
+--   INVALID     anything else.
+-- KEYS: 1 token:<user>, 2 spent:<user>
+-- ARGV: 1 presented secret
+local tok = redis.call('HMGET', KEYS[1], 'token', 'activateAt', 'expiresAt')
+if tok[1] == ARGV[1] then
+  local now = now_ms()
+  if now >= tonumber(tok[3]) then
+    return {'INVALID'}
+  end
+  local wait = tonumber(tok[2]) - now
+  if wait > 0 then
+    return {'NOT_ACTIVE', wait}
+  end
+  return {'VALID'}
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then
+  return {'SPENT'}
+end
+return {'INVALID'}
