@@ -21,7 +21,8 @@ import (
 //
 //   - a key under wr: without an expiry that docs/DESIGN.md's Redis layout
 //     does not allow to live forever (every per-user key - token, status,
-//     consumed - must expire; so must the dispatcher lock, a PX lease);
+//     consumed, spent - must expire, as must a used challenge's pow:<id>;
+//     so must the dispatcher lock, a PX lease);
 //   - an id listed in wr:queues without a wr:{id}:config key.
 //
 // A finding must still be there at every re-check (after 2 s, then 3 s
@@ -60,7 +61,10 @@ func whyNoExpiryIsWrong(key string) string {
 	case name == "lock":
 		return "the dispatcher lock is a lease (PX)"
 	}
-	for _, per := range []string{"token:", "status:", "consumed:"} {
+	if strings.HasPrefix(name, "pow:") {
+		return fmt.Sprintf("used enter challenge of queue %q: every pow:<id> key must expire with its challenge", q)
+	}
+	for _, per := range []string{"token:", "status:", "consumed:", "spent:"} {
 		if strings.HasPrefix(name, per) {
 			return fmt.Sprintf("per-user key of queue %q: every %s<user> key must expire", q, per)
 		}
@@ -225,6 +229,8 @@ func TestKeyAuditRules(t *testing.T) {
 		{"wr:{q1}:status:u1", false},
 		{"wr:{q1}:consumed:u1", false},
 		{"wr:{q1}:consumed:", false},
+		{"wr:{q1}:spent:u1", false},
+		{"wr:{q1}:pow:0123456789abcdef0123456789abcdef", false},
 		{"wr:{q1}:configx", false},
 		{"wr:{q1}:", false},
 		{"wr:{}:config", false},

@@ -54,7 +54,9 @@ const (
 	domain      = "wr-pow-v1"
 )
 
-var enc = base64.RawURLEncoding
+// enc is strict: a challenge has one spelling (lenient decoding would let
+// the last character of each part vary in its unused bits).
+var enc = base64.RawURLEncoding.Strict()
 
 // encodedLen is the length of a challenge string.
 var encodedLen = enc.EncodedLen(payloadLen) + 1 + enc.EncodedLen(macLen)
@@ -91,9 +93,10 @@ type Proof struct {
 // Signer issues and checks challenges with one key. Every gateway replica
 // must have the same key.
 type Signer struct {
-	key []byte
-	ttl time.Duration
-	now func() time.Time
+	key  []byte
+	ttl  time.Duration
+	now  func() time.Time
+	read func([]byte) (int, error) // the ids' randomness
 }
 
 // NewSigner returns a Signer whose challenges live for ttl.
@@ -104,7 +107,7 @@ func NewSigner(key []byte, ttl time.Duration) (*Signer, error) {
 	if ttl < time.Second || ttl > time.Hour {
 		return nil, fmt.Errorf("challenge: lifetime must be between 1s and 1h, got %s", ttl)
 	}
-	return &Signer{key: append([]byte(nil), key...), ttl: ttl, now: time.Now}, nil
+	return &Signer{key: append([]byte(nil), key...), ttl: ttl, now: time.Now, read: rand.Read}, nil
 }
 
 // Issue returns a fresh challenge of difficulty bits for user in queue q.
@@ -116,7 +119,7 @@ func (s *Signer) Issue(q, user string, difficulty int) (Challenge, error) {
 	p := make([]byte, payloadLen)
 	p[0], p[1] = version, byte(difficulty)
 	binary.BigEndian.PutUint64(p[2:10], uint64(exp.UnixMilli()))
-	if _, err := rand.Read(p[10:]); err != nil {
+	if _, err := s.read(p[10:]); err != nil {
 		return Challenge{}, fmt.Errorf("challenge: %w", err)
 	}
 	v := enc.EncodeToString(p) + "." + enc.EncodeToString(s.mac(q, user, p))
