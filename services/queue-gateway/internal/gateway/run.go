@@ -39,7 +39,7 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
 	}
-	ver, err := auth.FromConfig(cfg.Auth)
+	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
 		return nil, err
 	}
