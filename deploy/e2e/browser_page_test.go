@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 )
 
@@ -64,7 +66,16 @@ type tab struct {
 // phone is the screen the page must fit without horizontal scrolling.
 const phoneWidth, phoneHeight = 360, 740
 
+// openTab is newTab at url.
 func openTab(t *testing.T, browser context.Context, name, url string) *tab {
+	t.Helper()
+	tb := newTab(t, browser, name)
+	tb.navigate(url)
+	return tb
+}
+
+// newTab opens an empty tab, to be told what to record before its first load.
+func newTab(t *testing.T, browser context.Context, name string) *tab {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
 	t.Cleanup(cancel)
@@ -82,7 +93,7 @@ func openTab(t *testing.T, browser context.Context, name, url string) *tab {
 			}
 		}
 	}()
-	tb.do(chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait), chromedp.Navigate(url))
+	tb.do(chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait))
 	t.Cleanup(func() {
 		tb.mu.Lock()
 		defer tb.mu.Unlock()
@@ -91,6 +102,121 @@ func openTab(t *testing.T, browser context.Context, name, url string) *tab {
 		}
 	})
 	return tb
+}
+
+// navigate loads url in the tab, a new document unless only the fragment changes.
+func (tb *tab) navigate(url string) {
+	tb.t.Helper()
+	tb.do(chromedp.Navigate(url))
+}
+
+// sentRequest is one request the tab sent, as the browser saw it.
+type sentRequest struct {
+	method, url string
+	headers     map[string]string // names in lower case
+}
+
+// requestLog holds every request a tab sent since recordRequests.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []sentRequest
+}
+
+// recordRequests starts recording the tab's requests (the browser's network
+// events: the page's fetches, the stream, the worker script).
+func (tb *tab) recordRequests() *requestLog {
+	tb.t.Helper()
+	l := &requestLog{}
+	events := chromedp.Events(tb.ctx, network.RequestWillBeSent)
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		tb.t.Fatalf("%s: enable network events: %v", tb.name, err)
+	}
+	// Ends when the tab's context does.
+	go func() {
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			r := sentRequest{method: ev.Request.Method, url: ev.Request.URL, headers: map[string]string{}}
+			for k, v := range ev.Request.Headers {
+				r.headers[strings.ToLower(k)] = fmt.Sprint(v)
+			}
+			l.mu.Lock()
+			l.reqs = append(l.reqs, r)
+			l.mu.Unlock()
+		}
+	}()
+	return l
+}
+
+// count is the number of recorded requests that match.
+func (l *requestLog) count(match func(sentRequest) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reqs {
+		if match(r) {
+			n++
+		}
+	}
+	return n
+}
+
+// matching returns the recorded requests that match.
+func (l *requestLog) matching(match func(sentRequest) bool) []sentRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sentRequest
+	for _, r := range l.reqs {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// carrying matches a request that sends jwt: as its bearer token, or in its
+// URL (the stream's access_token).
+func carrying(jwt string) func(sentRequest) bool {
+	return func(r sentRequest) bool {
+		return r.headers["authorization"] == "Bearer "+jwt || strings.Contains(r.url, jwt)
+	}
+}
+
+// recordNotes keeps, from the tab's next load on, every text the browser
+// check's note shows, in window.checkNotes: the note may show for less time
+// than one look at the page takes.
+func (tb *tab) recordNotes() {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: recordNotes}); err != nil {
+		tb.t.Fatalf("%s: add the note recorder: %v", tb.name, err)
+	}
+}
+
+const recordNotes = `window.checkNotes = [];
+document.addEventListener('DOMContentLoaded', () => {
+  const note = document.getElementById('check-note');
+  if (!note) return;
+  new MutationObserver(() => {
+    const text = note.textContent, seen = window.checkNotes;
+    if (text && seen[seen.length - 1] !== text) seen.push(text);
+  }).observe(note, { childList: true, characterData: true, subtree: true });
+});`
+
+// eval evaluates expr in tb's page; a failure is fatal.
+func eval[T any](tb *tab, expr string) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		tb.t.Fatalf("%s: evaluate %s: %v", tb.name, expr, err)
+	}
+	return v
 }
 
 // screenshotDir is t.TempDir(), or E2E_SCREENSHOT_DIR to keep them.
@@ -179,6 +305,11 @@ type pageState struct {
 	FormNote      string          `json:"formNote"`
 	Products      []string        `json:"products"`
 	Quantities    []string        `json:"quantities"`
+	LinkUser      string          `json:"linkUser"`
+	CurrentUser   string          `json:"currentUser"`
+	UseLink       string          `json:"useLink"`
+	KeepIdentity  string          `json:"keepIdentity"`
+	CheckNote     string          `json:"checkNote"`
 	Shown         map[string]bool `json:"shown"`
 	EnterDisabled bool            `json:"enterDisabled"`
 	OrderDisabled bool            `json:"orderDisabled"`
@@ -193,8 +324,9 @@ func (p pageState) String() string {
 			shown = append(shown, id)
 		}
 	}
-	return fmt.Sprintf("status %q (%s), position %q, ahead %q, eta %q, line %q, progress %d, countdown %q, expiry %q, order %q, form note %q, products %q, shown %v",
-		p.Status, p.Kind, p.Position, p.Ahead, p.ETA, p.QueueState, p.Progress, p.Countdown, p.Expiry, p.OrderID, p.FormNote, p.Products, shown)
+	return fmt.Sprintf("status %q (%s), position %q, ahead %q, eta %q, line %q, progress %d, countdown %q, expiry %q, order %q, form note %q, products %q, link user %q, current user %q, check note %q, shown %v",
+		p.Status, p.Kind, p.Position, p.Ahead, p.ETA, p.QueueState, p.Progress, p.Countdown, p.Expiry, p.OrderID, p.FormNote, p.Products,
+		p.LinkUser, p.CurrentUser, p.CheckNote, shown)
 }
 
 const readPage = `(() => {
@@ -202,12 +334,14 @@ const readPage = `(() => {
   const text = (id) => ($(id) ? $(id).textContent.trim() : '');
   const shown = (id) => !!$(id) && $(id).checkVisibility();
   const ids = ['identity', 'dev-login', 'signin-required', 'line', 'figures', 'enter', 'enter-again',
-    'turn', 'countdown', 'order-form', 'result'];
+    'turn', 'countdown', 'order-form', 'result', 'switch', 'current-note', 'check'];
   return {
     status: text('status-text'), kind: $('status') ? $('status').dataset.kind : '',
     name: $('name') ? $('name').value : '',
     position: text('position'), ahead: text('ahead'), eta: text('eta'), queueState: text('queue-state'),
     progress: $('progress') ? Number($('progress').value) : -1,
+    linkUser: text('link-user'), currentUser: text('current-user'), useLink: text('use-link'),
+    keepIdentity: text('keep-identity'), checkNote: text('check-note'),
     countdown: text('countdown'), expiry: text('expiry'), orderId: text('order-id'), formNote: text('form-note'),
     products: Array.from($('product') ? $('product').options : [], (o) => o.text),
     quantities: Array.from($('quantity') ? $('quantity').options : [], (o) => o.value),

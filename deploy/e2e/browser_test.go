@@ -26,9 +26,12 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	browser := newBrowser(t)
 	id := testenv.ID(t)
 	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling"}
+	// Two more queues, which no dispatcher serves: nobody is admitted there.
+	link, challenge := id+"-link", id+"-challenge"
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, link, challenge} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -38,6 +41,8 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("QueueFull", func(t *testing.T) { browserQueueFull(t, sys.in(t), browser, qs.full) })
 	t.Run("Expired", func(t *testing.T) { browserExpired(t, sys.in(t), browser, qs.expired) })
 	t.Run("PollingFallback", func(t *testing.T) { browserPollingFallback(t, sys.in(t), browser, qs.polling) })
+	t.Run("LinkIdentity", func(t *testing.T) { browserLinkIdentity(t, sys.in(t), browser, link) })
+	t.Run("EnterChallenge", func(t *testing.T) { browserEnterChallenge(t, sys.in(t), browser, challenge) })
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -193,7 +198,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 
 // A line of one that holds one person: entering says it is full and when to
 // try again. The buyer comes signed in by the shop (#token=), on the page's
-// address with ?queue=.
+// address with ?queue=, and confirms the sign-in the link offers.
 func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q string) {
 	s.queue(q, map[string]any{"maxQueueSize": 1})
 	s.enter(q, "first")
@@ -202,12 +207,19 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatal(err)
 	}
 	tb := openTab(t, browser, "full", s.gateway.URL+"/?queue="+q+"#token="+jwt)
-	st := tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.EnterDisabled })
-	if st.Shown["identity"] || st.Status != "You are not in line yet." {
+	st := tb.waitFor("the sign-in question", 10*time.Second, func(p pageState) bool { return p.Shown["switch"] })
+	if st.LinkUser != "shopper-full" || st.Shown["current-note"] || st.UseLink != "Continue as shopper-full" || st.KeepIdentity != "Ignore the link" {
+		t.Fatalf("the link's sign-in, nobody signed in yet: %v (buttons %q / %q)", st, st.UseLink, st.KeepIdentity)
+	}
+	// Gone from the address bar at once; stored only when confirmed.
+	tb.do(chromedp.Evaluate[chromedp.Void](`if (location.hash !== '' || localStorage.token !== undefined) throw new Error('hash ' + location.hash)`))
+	tb.shot("sign-in-question")
+	tb.click("use-link")
+	st = tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.EnterDisabled })
+	if st.Shown["identity"] || st.Shown["switch"] || st.Status != "You are not in line yet." {
 		t.Fatalf("signed in by the shop: %v", st)
 	}
-	// The token is kept, and gone from the address bar.
-	tb.do(chromedp.Evaluate[chromedp.Void](`if (location.hash !== '' || localStorage.token === undefined) throw new Error('hash ' + location.hash)`))
+	tb.do(chromedp.Evaluate[chromedp.Void](`if (localStorage.token === undefined) throw new Error('not stored')`))
 	tb.shot("signed-in-by-the-shop")
 	tb.click("enter")
 	st = tb.waitFor("the line-full message", 10*time.Second, func(p pageState) bool { return strings.Contains(p.Status, "full") })

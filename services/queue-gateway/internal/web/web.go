@@ -1,6 +1,7 @@
-// Package web serves the waiting-room page: one HTML document, its script and
-// style sheet (embedded, no build step), and /config.json, which tells the
-// page where the order-service and the notification-service are.
+// Package web serves the waiting-room page: one HTML document, its script,
+// the Web Worker that solves an enter challenge, and its style sheet
+// (embedded, no build step), and /config.json, which tells the page where
+// the order-service and the notification-service are.
 package web
 
 import (
@@ -157,9 +158,10 @@ func New(cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h.headers = map[string]string{
-		// Scripts and styles from this origin only (no inline code at all);
-		// the page may call itself, the order-service and the stream.
-		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+		// Scripts, the proof-of-work worker and styles from this origin only
+		// (no inline code at all); the page may call itself, the
+		// order-service and the stream.
+		"Content-Security-Policy": "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; img-src 'self' data:; " +
 			"connect-src 'self' " + orderOrigin + " " + notifyOrigin + "; " +
 			"base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 		"X-Content-Type-Options": "nosniff",

@@ -52,6 +52,10 @@ func get(t *testing.T, h http.HandlerFunc, target string, hdr ...string) *httpte
 	return rec
 }
 
+// pageCSP is the policy of the page and its assets with the default config.
+const pageCSP = "default-src 'none'; script-src 'self'; worker-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self' http://localhost:8081 http://localhost:8082; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
 func TestPageDefaultsAndSecurityHeaders(t *testing.T) {
 	h, err := New(Config{})
 	if err != nil {
@@ -67,8 +71,7 @@ func TestPageDefaultsAndSecurityHeaders(t *testing.T) {
 		"Cache-Control":          "no-store",
 		"X-Content-Type-Options": "nosniff",
 		"Referrer-Policy":        "no-referrer",
-		"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-			"connect-src 'self' http://localhost:8081 http://localhost:8082; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+		"Content-Security-Policy": pageCSP,
 	}
 	for k, v := range want {
 		if got := rec.Header().Get(k); got != v {
@@ -88,7 +91,8 @@ func TestStaticAssetsAreVersionedAndCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	index := get(t, h.Page, "/").Body.String()
-	for _, name := range []string{"app.js", "app.css"} {
+	types := map[string]string{"app.js": "text/javascript", "pow-worker.js": "text/javascript", "app.css": "text/css"}
+	for _, name := range []string{"app.js", "pow-worker.js", "app.css"} {
 		a := h.assets[name]
 		url := "/static/" + name + "?v=" + a.hash
 		if !strings.Contains(index, `"`+url+`"`) {
@@ -99,8 +103,12 @@ func TestStaticAssetsAreVersionedAndCached(t *testing.T) {
 			rec.Header().Get("X-Content-Type-Options") != "nosniff" || rec.Body.Len() != len(a.body) {
 			t.Fatalf("%s: %d %v", url, rec.Code, rec.Header())
 		}
-		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, map[string]string{"app.js": "text/javascript", "app.css": "text/css"}[name]) {
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, types[name]) {
 			t.Fatalf("%s: content type %q", name, ct)
+		}
+		// A worker runs under the policy its own response carries.
+		if csp := rec.Header().Get("Content-Security-Policy"); csp != pageCSP {
+			t.Fatalf("%s: CSP %q, want %q", name, csp, pageCSP)
 		}
 		// An unversioned or stale URL may be cached only briefly.
 		if rec := get(t, h.Static, "/static/"+name+"?v=old"); rec.Header().Get("Cache-Control") != briefCache {

@@ -18,6 +18,7 @@ const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD
 const S = {
   cfg: null, queue: '', jwt: '', phase: 'idle', firstPosition: 0, retryMs: 1000, skew: 0,
   pass: null, products: [], retryNote: '', es: null, pollTimer: 0, silenceTimer: 0, clock: 0,
+  offer: null, check: null,
 };
 // Gateway requests are numbered: an older answer never overrides a newer one.
 let asked = 0, answered = 0;
@@ -72,13 +73,73 @@ const duration = (s) => (s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60
 
 // ---- identity ----
 
-// A shop that signs its users in hands the page their JWT in the fragment
-// (#token=...), which no server sees; it is kept and cleared from the address.
-function takeFragmentToken() {
+// A shop that signs its users in links to the page with their JWT in the
+// fragment (#token=...), which no server sees. Anyone can make such a link,
+// so the page never adopts one unasked (login CSRF: a stranger's link would
+// have you wait and buy under their account): the token leaves the address
+// bar at once and stays in memory only, unsent, until the person chooses.
+function linkToken() {
   const m = location.hash.match(/[#&]token=([^&]+)/);
-  if (!m) return;
-  localStorage.token = decodeURIComponent(m[1]);
+  if (!m) return '';
   history.replaceState(null, '', location.pathname + location.search);
+  try { return decodeURIComponent(m[1]); } catch { return ''; }
+}
+
+// subject is a JWT's sub claim, read for display only: the page cannot check
+// the signature, and the gateway judges the token when it is used.
+function subject(jwt) {
+  try {
+    const b64 = jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const sub = JSON.parse(new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)))).sub;
+    return typeof sub === 'string' ? sub.slice(0, 128) : '';
+  } catch { return ''; }
+}
+
+// offerLink asks whether to sign in as the link's user; running says the
+// page is already following the line under the stored identity. It returns
+// false (and changes nothing) for a token it cannot read.
+function offerLink(jwt, running) {
+  const who = subject(jwt);
+  if (!who) {
+    say('warn', 'The link carried a sign-in this page cannot read; it was ignored.');
+    return false;
+  }
+  const current = localStorage.token ? subject(localStorage.token) || 'someone else' : '';
+  $('link-user').textContent = who;
+  $('current-user').textContent = current;
+  show('current-note', current !== '');
+  $('use-link').textContent = current === who ? `Use the link's new sign-in for ${who}` : `Continue as ${who}`;
+  $('keep-identity').textContent = current ? `Stay signed in as ${current}` : 'Ignore the link';
+  S.offer = { jwt, running };
+  show('identity', false);
+  show('switch', true);
+  $('switch-h').focus();
+  say('warn', `A link asks to sign you in as ${who}.`);
+  return true;
+}
+
+// useLink adopts the offered token, the one way a link's identity is taken.
+function useLink() {
+  const { jwt, running } = S.offer;
+  S.offer = null;
+  localStorage.token = jwt;
+  if (running) return location.reload(); // a clean start under the new identity
+  show('switch', false);
+  signedIn();
+}
+
+function keepIdentity() {
+  const { running } = S.offer;
+  S.offer = null;
+  show('switch', false);
+  if (running) return say('info', 'The link was ignored: you stay signed in as before.');
+  if (localStorage.token) signedIn(); else askIdentity();
+}
+
+// A link followed while the page is open changes only the fragment: no new load.
+function linkFollowed() {
+  const jwt = linkToken();
+  if (jwt && jwt !== localStorage.token) offerLink(jwt, S.jwt !== '');
 }
 
 function askIdentity() {
@@ -135,9 +196,13 @@ async function enter() {
   say('wait', 'Taking your place in line…');
   const my = ++asked;
   let r;
-  try { r = await api(gw('enter'), { method: 'POST', headers: bearer() }); } catch {
+  try {
+    r = await api(gw('enter'), { method: 'POST', headers: bearer() });
+    if (r.body.type === 'challenge-required') r = await enterWithChallenge();
+  } catch {
     return retryEnter(NETWORK_RETRY_MS, 'Could not reach the waiting room');
   }
+  if (!r) return; // stopped while the browser check ran
   answered = Math.max(answered, my);
   noteClock(r);
   if (r.status === 200) return onStanding(r.body, true);
@@ -150,9 +215,92 @@ async function enter() {
     case 'unauthorized': return signedOut();
     case 'queue-not-found': return say('error', 'There is no sale under this name.');
     case 'queue-closed': return say('error', 'This sale is closed: the line takes no new entries.');
+    case 'challenge-required':
+    case 'challenge-failed':
+    case 'check-unfinished':
+      say('error', 'Your browser could not pass the check in time. Try again.');
+      return offerEnter(0);
     default:
       say('error', `Could not enter the line (${r.body.type || r.status}). Try again.`);
       return offerEnter(0);
+  }
+}
+
+// ---- the browser check (a proof-of-work challenge at enter) ----
+
+const WORKER_URL = document.currentScript.dataset.worker;
+const MAX_CHALLENGES = 3; // per click: a lapsed challenge is replaced, up to this many
+const CHECK_SAY_MS = 5000; // how often a screen reader hears the progress
+const CHECK_MARGIN_MS = 1000; // kept for the enter request before a challenge lapses
+
+// enterWithChallenge enters on a queue that asks for proof of work: fetch a
+// challenge, solve it in the worker, enter with the solution. A solution the
+// gateway refuses (it lapsed, or the difficulty went up meanwhile) gets one
+// fresh challenge. It returns the answer that decides, or undefined when
+// stopped; the network failing throws.
+async function enterWithChallenge() {
+  say('wait', 'One moment: this sale asks each browser for a short check before it enters the line.');
+  let refused = false;
+  try {
+    for (let n = 0; n < MAX_CHALLENGES; n++) {
+      const c = await api(gw('challenge'), { method: 'POST', headers: bearer() });
+      // The operator switched the check off since: enter as usual.
+      if (c.body.type === 'challenge-not-required') return api(gw('enter'), { method: 'POST', headers: bearer() });
+      if (c.status !== 201) return c;
+      const solved = await solve(c.body);
+      if (solved.stopped) return undefined;
+      if (solved.lapsed) continue; // slower than the challenge lives: a fresh one
+      if (solved.broken) return { status: 0, body: { type: 'check-unfinished' } };
+      const r = await api(gw('enter'), {
+        method: 'POST', headers: { ...bearer(), 'X-Enter-Challenge': `${c.body.challenge}:${solved.nonce}` },
+      });
+      if (r.body.type !== 'challenge-failed' || refused) return r;
+      refused = true;
+    }
+    return { status: 0, body: { type: 'check-unfinished' } };
+  } finally {
+    show('check', false);
+  }
+}
+
+// solve runs the worker on challenge c until it finds the nonce, the
+// challenge is about to lapse, or stopAll stops it. The note tells how much
+// of the expected work (2^bits hashes) is done.
+function solve(c) {
+  const bits = Number(c.difficultyBits);
+  const lifeMs = Number(c.expiresInMs) > 0 ? Number(c.expiresInMs) : Date.parse(c.expiresAt) - now();
+  return new Promise((resolve) => {
+    const worker = new Worker(WORKER_URL);
+    const finish = (outcome) => {
+      clearTimeout(timer);
+      worker.terminate();
+      S.check = null;
+      resolve(outcome);
+    };
+    const timer = setTimeout(() => finish({ lapsed: true }), Math.max(0, lifeMs - CHECK_MARGIN_MS));
+    S.check = { stop: () => finish({ stopped: true }), said: 0 };
+    checkNote(0, bits);
+    worker.onmessage = (e) => {
+      if (typeof e.data.nonce === 'string') return finish({ nonce: e.data.nonce });
+      if (e.data.error) return finish({ broken: true });
+      checkNote(e.data.hashes, bits);
+    };
+    worker.onerror = () => finish({ broken: true });
+    worker.postMessage({ challenge: String(c.challenge), bits });
+  });
+}
+
+// checkNote shows the work done so far; past 100 % the browser was unlucky,
+// not stuck. The live copy speaks only every CHECK_SAY_MS.
+function checkNote(hashes, bits) {
+  const pct = Math.floor((100 * hashes) / 2 ** bits);
+  const text = `Checking your browser… ${pct} % of the expected work`;
+  $('check-note').textContent = text;
+  show('check', true);
+  const c = S.check;
+  if (c && Date.now() - c.said >= CHECK_SAY_MS) {
+    c.said = Date.now();
+    $('check-live').textContent = text;
   }
 }
 
@@ -290,6 +438,7 @@ function keepPolling(ms) {
 }
 
 function stopAll() {
+  if (S.check) S.check.stop();
   closeStream();
   clearTimeout(S.pollTimer);
   S.pollTimer = 0;
@@ -469,7 +618,11 @@ async function main() {
   $('enter-again').addEventListener('click', enter);
   $('product').addEventListener('change', fillQuantity);
   $('order-form').addEventListener('submit', placeOrder);
-  takeFragmentToken();
+  $('use-link').addEventListener('click', useLink);
+  $('keep-identity').addEventListener('click', keepIdentity);
+  window.addEventListener('hashchange', linkFollowed);
+  const jwt = linkToken();
+  if (jwt && jwt !== localStorage.token && offerLink(jwt, false)) return;
   if (localStorage.token) signedIn(); else askIdentity();
 }
 

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The page under abuse: a link that carries someone else's identity, and a
+// queue that makes each browser prove some work before it enters.
+
+// A #token= link can carry anyone's identity (login CSRF). Opened where
+// alice is signed in, a link for mallory leaves alice stored and sends
+// nothing under mallory until the person clicks to use it; keeping alice
+// sends nothing under mallory at all; using it makes the page mallory's.
+func browserLinkIdentity(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	s.queue(q, map[string]any{"state": "PAUSED"})
+	mallory, err := s.ver.Mint("mallory-link", "", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := s.gateway.URL + "/q/" + q
+	tb := newTab(t, browser, "link")
+	sent := tb.recordRequests()
+	tb.navigate(page)
+	tb.signIn("alice-link")
+	alice := eval[string](tb, `localStorage.token || ''`)
+	if alice == "" || sent.count(carrying(alice)) == 0 {
+		t.Fatalf("alice signed in, but the page stores %q and sent %d requests with it", alice, sent.count(carrying(alice)))
+	}
+
+	// opened follows the link as a new load and waits until the page has
+	// either asked or gone on under some identity.
+	opened := func() pageState {
+		tb.navigate("about:blank")
+		tb.navigate(page + "#token=" + mallory)
+		st := tb.waitFor("the question or the line", 10*time.Second, func(p pageState) bool {
+			return p.Shown["switch"] || p.Shown["enter"] || p.Shown["figures"]
+		})
+		// A page that went ahead under mallory does so in its first poll:
+		// give it the time to show.
+		time.Sleep(time.Second)
+		return st
+	}
+
+	aliceBefore := sent.count(carrying(alice))
+	st := opened()
+	stored := eval[string](tb, `localStorage.token || ''`)
+	if stored != alice || sent.count(carrying(mallory)) != 0 {
+		t.Fatalf("after the link: the stored identity is %s, %d requests carried mallory's token; want alice's, 0",
+			map[bool]string{true: "alice's", false: "not alice's"}[stored == alice], sent.count(carrying(mallory)))
+	}
+	if !st.Shown["switch"] || st.Shown["line"] || st.Shown["identity"] || st.LinkUser != "mallory-link" ||
+		st.CurrentUser != "alice-link" || !st.Shown["current-note"] ||
+		st.UseLink != "Continue as mallory-link" || st.KeepIdentity != "Stay signed in as alice-link" {
+		t.Fatalf("the question about the link: %v (buttons %q / %q)", st, st.UseLink, st.KeepIdentity)
+	}
+	if n := sent.count(carrying(alice)) - aliceBefore; n != 0 {
+		t.Fatalf("while asking, the page sent %d requests as alice, want 0", n)
+	}
+	if hash := eval[string](tb, `location.hash`); hash != "" {
+		t.Fatalf("the token is still in the address bar: %q", hash)
+	}
+	if focused := eval[string](tb, `document.activeElement.id`); focused != "switch-h" {
+		t.Fatalf("focus on %q, want the question's heading", focused)
+	}
+	tb.shot("link-question")
+
+	// Keep alice: the page goes on as alice, mallory's token is never sent.
+	tb.click("keep-identity")
+	st = tb.waitFor("the Enter button as alice", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.Shown["switch"] })
+	if got := eval[string](tb, `localStorage.token || ''`); got != alice || sent.count(carrying(mallory)) != 0 || sent.count(carrying(alice)) <= aliceBefore {
+		t.Fatalf("kept alice: stored is alice's %v, %d requests as mallory (want 0), %d more as alice (want > 0)",
+			got == alice, sent.count(carrying(mallory)), sent.count(carrying(alice))-aliceBefore)
+	}
+	tb.shot("kept-alice")
+
+	// The same link again, and this time use it.
+	aliceBefore = sent.count(carrying(alice))
+	st = opened()
+	if !st.Shown["switch"] || sent.count(carrying(mallory)) != 0 || sent.count(carrying(alice)) != aliceBefore {
+		t.Fatalf("the link again: %v; %d requests as mallory, %d more as alice, want 0 and 0",
+			st, sent.count(carrying(mallory)), sent.count(carrying(alice))-aliceBefore)
+	}
+	tb.click("use-link")
+	tb.waitFor("the Enter button as mallory", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.Shown["switch"] })
+	if got := eval[string](tb, `localStorage.token || ''`); got != mallory || sent.count(carrying(mallory)) == 0 {
+		t.Fatalf("used the link: stored is mallory's %v, %d requests as mallory (want > 0)", got == mallory, sent.count(carrying(mallory)))
+	}
+	tb.click("enter")
+	tb.waitFor("place 1", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "1" })
+	if m, a := s.position(q, "mallory-link"), s.position(q, "alice-link"); m["state"] != "WAITING" || m["position"] != 1.0 || a["state"] != "NOT_IN_QUEUE" {
+		t.Fatalf("the gateway has mallory %v at %v and alice %v; want mallory waiting at 1, alice not in line", m["state"], m["position"], a["state"])
+	}
+	t.Logf("requests: %d as alice, %d as mallory (all after the click)", sent.count(carrying(alice)), sent.count(carrying(mallory)))
+	tb.shot("used-link")
+}
+
+// A queue that asks for proof of work: the page fetches a challenge, solves
+// it in its worker while the note tells the progress, and enters with the
+// solution in one request. A reload finds the buyer in line without a
+// second challenge.
+func browserEnterChallenge(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	const bits = 16
+	s.queue(q, map[string]any{"state": "PAUSED", "enterChallenge": "PROOF_OF_WORK", "powDifficultyBits": bits})
+	const buyer = "shopper-pow"
+	tb := newTab(t, browser, "challenge")
+	sent := tb.recordRequests()
+	tb.recordNotes()
+	tb.navigate(s.gateway.URL + "/q/" + q)
+	tb.signIn(buyer)
+	began := time.Now()
+	tb.click("enter")
+	st := tb.waitFor("place 1", 60*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "1" })
+	took := time.Since(began)
+	if st.Shown["check"] || st.Ahead != "0" {
+		t.Fatalf("in line after the check: %v", st)
+	}
+	tb.shot("in-line")
+
+	notes := eval[[]string](tb, `window.checkNotes`)
+	note := regexp.MustCompile(`^Checking your browser… \d+ % of the expected work$`)
+	if len(notes) == 0 {
+		t.Fatal("the page never showed the browser-check note")
+	}
+	for _, n := range notes {
+		if !note.MatchString(n) {
+			t.Fatalf("check note %q, want %s", n, note)
+		}
+	}
+
+	enters := func(r sentRequest) bool { return r.method == http.MethodPost && strings.HasSuffix(r.url, "/api/v1/queues/"+q+"/enter") }
+	solved := func(r sentRequest) bool { return enters(r) && r.headers["x-enter-challenge"] != "" }
+	challenges := func(r sentRequest) bool {
+		return r.method == http.MethodPost && strings.HasSuffix(r.url, "/api/v1/queues/"+q+"/challenge")
+	}
+	withSolution := sent.matching(solved)
+	if len(withSolution) != 1 || sent.count(enters) != 2 || sent.count(challenges) != 1 {
+		t.Fatalf("enter requests %d (want 2: refused, then solved), with X-Enter-Challenge %d (want 1), challenge requests %d (want 1)",
+			sent.count(enters), len(withSolution), sent.count(challenges))
+	}
+	if h := withSolution[0].headers["x-enter-challenge"]; !regexp.MustCompile(`^[A-Za-z0-9_.~-]+:[0-9]{1,20}$`).MatchString(h) {
+		t.Fatalf("X-Enter-Challenge %q, want challenge:nonce", h)
+	}
+	p := s.position(q, buyer)
+	code, stats := s.call(http.MethodGet, s.gateway.URL+"/api/v1/queues/"+q, buyer, "", nil)
+	if p["state"] != "WAITING" || p["position"] != 1.0 || code != http.StatusOK || stats["waiting"] != 1.0 {
+		t.Fatalf("the gateway: buyer %v at %v, queue %d waiting %v; want WAITING at 1 and 1 waiting", p["state"], p["position"], code, stats["waiting"])
+	}
+	t.Logf("%d-bit challenge solved and entered in %s; notes shown: %q", bits, took.Round(time.Millisecond), notes)
+
+	// A reload resumes the place: no second challenge, no second solution.
+	tb.do(chromedp.Reload())
+	tb.waitFor("place 1 after a reload", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "1" })
+	if sent.count(challenges) != 1 || sent.count(solved) != 1 {
+		t.Fatalf("after a reload: %d challenge requests, %d solutions sent; want 1 and 1", sent.count(challenges), sent.count(solved))
+	}
+}
