@@ -22,6 +22,8 @@ type Repo interface {
 	Products(ctx context.Context, queueID string) ([]order.Product, error)
 	UpsertProduct(ctx context.Context, p order.Product) (order.Product, bool, error)
 	BeginIdempotent(ctx context.Context, userID, key string) (order.IdempotentResult, bool, error)
+	// LookupIdempotent reads (userID, key)'s record without claiming it.
+	LookupIdempotent(ctx context.Context, userID, key string) (order.IdempotentResult, bool, error)
 	FinishIdempotent(ctx context.Context, userID, key string, status int, body []byte) error
 	AbandonIdempotent(ctx context.Context, userID, key string) error
 }

@@ -32,6 +32,9 @@ func (h *handler) problemFor(c *gin.Context, err error) *problem.Problem {
 	var na *queue.NotActiveError
 	var rl *order.RateLimitedError
 	switch {
+	case errors.As(err, &rl) && rl.PerUser:
+		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
+			"too many order requests without a usable entry token from this user").WithRetryAfter(rl.RetryAfter)
 	case errors.As(err, &rl):
 		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many orders for this queue right now; your entry token was not used").WithRetryAfter(rl.RetryAfter)

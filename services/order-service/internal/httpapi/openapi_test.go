@@ -20,7 +20,7 @@ import (
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	ver, _ := auth.NewVerifier("openapi-test-secret-0123456789abcdef")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := order.New(nopTokens{}, nopRepo{}, nil, nil, log, order.Options{})
+	svc, err := order.New(nopTokens{}, nopRepo{}, nil, order.Limits{}, log, order.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -35,8 +36,11 @@ func newOrderView(o order.Order) orderView {
 		Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC().Format(time.RFC3339Nano)}
 }
 
-// placeOrder: POST /api/v1/orders. With an Idempotency-Key the first final
-// answer is stored and replayed verbatim for the same user and key.
+// placeOrder: POST /api/v1/orders. The order service's Screen comes first:
+// a request whose entry token fails the cheap check is answered from Redis
+// alone, charged to its user, and never stores its Idempotency-Key. Past
+// it, the first final answer for an Idempotency-Key is stored and replayed
+// verbatim for the same user and key.
 func (h *handler) placeOrder(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	req, bad := h.decodeOrder(c)
@@ -46,13 +50,32 @@ func (h *handler) placeOrder(c *gin.Context) {
 		return
 	}
 	key := c.GetHeader("Idempotency-Key")
-	if key != "" {
-		if !validIdempotencyKey(key) {
-			h.m.order("invalid")
-			problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeValidation,
-				"Idempotency-Key must be 1 to 255 printable ASCII characters"))
-			return
+	if key != "" && !validIdempotencyKey(key) {
+		h.m.order("invalid")
+		problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeValidation,
+			"Idempotency-Key must be 1 to 255 printable ASCII characters"))
+		return
+	}
+	pr := order.PlaceRequest{
+		UserID: p.UserID, QueueID: req.QueueID, ProductID: req.ProductID, Quantity: req.Quantity,
+		Token: c.GetHeader("X-Entry-Token"),
+	}
+	if err := h.svc.Screen(c, pr); err != nil {
+		if errors.Is(err, order.ErrTokenSpent) && key != "" {
+			// Its holder retrying: replay the stored answer, if any.
+			res, found, lerr := h.repo.LookupIdempotent(c, p.UserID, key)
+			switch {
+			case lerr != nil:
+				err = lerr
+			case found:
+				h.replay(c, res)
+				return
+			}
 		}
+		h.answer(c, 0, err, nil)
+		return
+	}
+	if key != "" {
 		res, fresh, err := h.repo.BeginIdempotent(c, p.UserID, key)
 		if err != nil {
 			h.fail(c, err)
@@ -63,11 +86,22 @@ func (h *handler) placeOrder(c *gin.Context) {
 			return
 		}
 	}
-	o, err := h.svc.Place(c, order.PlaceRequest{
-		UserID: p.UserID, QueueID: req.QueueID, ProductID: req.ProductID, Quantity: req.Quantity,
-		Token: c.GetHeader("X-Entry-Token"),
+	o, err := h.svc.Place(c, pr)
+	status, body := h.answer(c, http.StatusCreated, err, func() []byte {
+		c.Header("Location", "/api/v1/orders/"+o.ID)
+		b, _ := json.Marshal(newOrderView(o))
+		return b
 	})
-	status, body, ctype := http.StatusCreated, []byte(nil), "application/json"
+	if key != "" {
+		h.storeIdempotent(c, p.UserID, key, status, body)
+	}
+}
+
+// answer writes an order request's answer, the problem for err or, when
+// err is nil, created's body with status ok, and returns what it wrote.
+func (h *handler) answer(c *gin.Context, ok int, err error, created func() []byte) (int, []byte) {
+	status, ctype := ok, "application/json"
+	var body []byte
 	if err != nil {
 		prob := h.problemFor(c, err)
 		if prob.RetryAfter > 0 {
@@ -78,15 +112,12 @@ func (h *handler) placeOrder(c *gin.Context) {
 		status, ctype = prob.Status, problem.ContentType
 		body, _ = json.Marshal(prob)
 	} else {
-		body, _ = json.Marshal(newOrderView(o))
-		c.Header("Location", "/api/v1/orders/"+o.ID)
+		body = created()
 	}
 	h.m.orderResult(status, err)
-	if key != "" {
-		h.storeIdempotent(c, p.UserID, key, status, body)
-	}
 	c.Header("Cache-Control", "no-store")
 	c.Data(status, ctype, body)
+	return status, body
 }
 
 func (h *handler) decodeOrder(c *gin.Context) (orderRequest, *problem.Problem) {

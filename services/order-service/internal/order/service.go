@@ -17,6 +17,8 @@ import (
 // Tokens is the entry-token side of the order path. redisstore.Store
 // implements it.
 type Tokens interface {
+	// CheckToken is the cheap read-only gate in front of everything else.
+	CheckToken(ctx context.Context, q, user, secret string) (queue.TokenCheck, error)
 	Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error)
 	Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error)
 	HandOff(ctx context.Context, q, user, tokenID string) error
@@ -42,21 +44,44 @@ type DirectPublisher interface {
 	PublishEvent(ctx context.Context, e OutboxEvent) error
 }
 
-// Limiter is the per-queue order rate limit.
+// Limiter is a rate limit by key (redisstore.RateLimiter).
 type Limiter interface {
 	Allow(ctx context.Context, key string) (bool, time.Duration, error)
+}
+
+// Limits are the order path's rate limits; either may be nil (off).
+type Limits struct {
+	// Queue counts, per queue, the requests whose token passed the cheap
+	// check: the order path's own capacity, which junk cannot use up.
+	Queue Limiter
+	// User counts, per user, the requests whose token did not: a
+	// logged-in client sending junk is slowed down, alone.
+	User Limiter
 }
 
 // Request errors.
 var (
 	ErrInvalidRequest = errors.New("invalid order request")
+	// ErrTokenSpent: the token is the one this user already consumed in
+	// this queue. It is an invalid token for a new order; the caller may
+	// only replay a stored answer for its holder's retry.
+	ErrTokenSpent = fmt.Errorf("%w: already used for an order", queue.ErrInvalidToken)
 )
 
-// RateLimitedError: the queue's order rate limit is hit; the token was not
-// consumed.
-type RateLimitedError struct{ RetryAfter time.Duration }
+// RateLimitedError: an order rate limit is hit; the token was not
+// consumed. PerUser tells the user's own limit (for requests without a
+// usable token) from the queue's.
+type RateLimitedError struct {
+	RetryAfter time.Duration
+	PerUser    bool
+}
 
-func (e *RateLimitedError) Error() string { return "order rate limit reached" }
+func (e *RateLimitedError) Error() string {
+	if e.PerUser {
+		return "order rate limit for this user reached"
+	}
+	return "order rate limit reached"
+}
 
 // Options tune the service.
 type Options struct {
@@ -72,16 +97,16 @@ type Options struct {
 
 // Service places orders behind entry tokens.
 type Service struct {
-	tokens  Tokens
-	repo    Repo
-	direct  DirectPublisher
-	limiter Limiter
-	log     *slog.Logger
-	o       Options
+	tokens Tokens
+	repo   Repo
+	direct DirectPublisher
+	limits Limits
+	log    *slog.Logger
+	o      Options
 }
 
-// New returns a Service. limiter and direct may be nil.
-func New(tokens Tokens, repo Repo, direct DirectPublisher, limiter Limiter, log *slog.Logger, o Options) (*Service, error) {
+// New returns a Service. direct and the limits may be nil.
+func New(tokens Tokens, repo Repo, direct DirectPublisher, limits Limits, log *slog.Logger, o Options) (*Service, error) {
 	if tokens == nil || repo == nil || log == nil {
 		return nil, errors.New("order: tokens, repo and logger are required")
 	}
@@ -94,7 +119,7 @@ func New(tokens Tokens, repo Repo, direct DirectPublisher, limiter Limiter, log 
 	if o.MaxQuantity <= 0 {
 		o.MaxQuantity = 10
 	}
-	return &Service{tokens: tokens, repo: repo, direct: direct, limiter: limiter, log: log, o: o}, nil
+	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, log: log, o: o}, nil
 }
 
 // PlaceRequest is one order attempt.
@@ -127,25 +152,71 @@ func (s *Service) Check(r PlaceRequest) []queue.FieldError {
 	return errs
 }
 
-// Place runs one order: the rate limit (token untouched when hit), the
-// token consumed exactly once, the order transaction, then settle on
-// success or a recorded OrderFailed on failure, after which the dispatcher
-// restores the token (restorable) or frees the slot.
+// Screen is the cheap gate every order request passes before anything
+// else: one read-only Redis call checks the entry token, then the right
+// limit is charged. A request with a usable token counts against the
+// queue's limit and may go on (nil): store its Idempotency-Key, then Place.
+// Any other request counts against its user's own limit and never reaches
+// the database: ErrTokenSpent for the holder of a spent token (who may
+// have a stored answer replayed), queue.ErrInvalidToken or a
+// *queue.NotActiveError otherwise, or a *RateLimitedError once the user's
+// limit is used up. So junk from one login cannot use up the queue's
+// limit, and buyers behind it are not locked out.
+func (s *Service) Screen(ctx context.Context, r PlaceRequest) error {
+	if !auth.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
+		return ErrInvalidRequest
+	}
+	chk := queue.TokenCheck{State: queue.TokenInvalid}
+	if r.Token != "" && len(r.Token) <= maxTokenBytes {
+		var err error
+		if chk, err = s.tokens.CheckToken(ctx, r.QueueID, r.UserID, r.Token); err != nil {
+			return err
+		}
+	}
+	if chk.State == queue.TokenValid {
+		return s.charge(ctx, s.limits.Queue, r.QueueID, false)
+	}
+	if err := s.charge(ctx, s.limits.User, r.UserID, true); err != nil {
+		return err
+	}
+	switch chk.State {
+	case queue.TokenNotActive:
+		return &queue.NotActiveError{Wait: chk.Wait}
+	case queue.TokenSpent:
+		return ErrTokenSpent
+	}
+	return queue.ErrInvalidToken
+}
+
+// maxTokenBytes bounds a presented entry token; real ones are 32 hex
+// characters, so anything much longer is refused without a lookup.
+const maxTokenBytes = 128
+
+func (s *Service) charge(ctx context.Context, l Limiter, key string, perUser bool) error {
+	if l == nil {
+		return nil
+	}
+	ok, retry, err := l.Allow(ctx, key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &RateLimitedError{RetryAfter: max(retry, 100*time.Millisecond), PerUser: perUser}
+	}
+	return nil
+}
+
+// Place runs one order that passed Screen: the token consumed exactly
+// once (consume is the authority, whatever Screen saw), the order
+// transaction, then settle on success or a recorded OrderFailed on
+// failure, after which the dispatcher restores the token (restorable) or
+// frees the slot.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if !auth.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
 		return Order{}, ErrInvalidRequest
 	}
 	if r.Token == "" {
 		return Order{}, queue.ErrInvalidToken
-	}
-	if s.limiter != nil {
-		ok, retry, err := s.limiter.Allow(ctx, r.QueueID)
-		if err != nil {
-			return Order{}, err
-		}
-		if !ok {
-			return Order{}, &RateLimitedError{RetryAfter: max(retry, 100*time.Millisecond)}
-		}
 	}
 	id, err := uuid.NewV7()
 	if err != nil {

@@ -52,6 +52,25 @@ func (d *DB) BeginIdempotent(ctx context.Context, userID, key string) (res order
 	return order.IdempotentResult{}, false, nil // churning: report in progress, the client retries
 }
 
+// LookupIdempotent reads the record for (userID, key) without claiming
+// it: found is false when there is none; an unfinished one is reported as
+// not Done (the client retries).
+func (d *DB) LookupIdempotent(ctx context.Context, userID, key string) (res order.IdempotentResult, found bool, err error) {
+	tctx, cancel := d.timeout(ctx)
+	defer cancel()
+	var rows []idempotencyRow
+	if err := d.conn(tctx).Where("user_id = ? AND key = ?", userID, key).Limit(1).Find(&rows).Error; err != nil {
+		return res, false, wrap(ctx, "lookup idempotent", err)
+	}
+	if len(rows) == 0 {
+		return res, false, nil
+	}
+	if rows[0].Status == nil {
+		return order.IdempotentResult{}, true, nil
+	}
+	return order.IdempotentResult{Status: *rows[0].Status, Body: rows[0].Body, Done: true}, true, nil
+}
+
 // FinishIdempotent stores the outcome to replay for (userID, key). It
 // upserts, so an outcome is kept even if the claim was lost meanwhile.
 func (d *DB) FinishIdempotent(ctx context.Context, userID, key string, status int, body []byte) error {
