@@ -9,16 +9,19 @@ import (
 	"fmt"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // Store is the persistence the gateway needs. redisstore.Store implements it.
 type Store interface {
-	Enter(ctx context.Context, q, user string) (queue.Standing, error)
+	EnterWithProof(ctx context.Context, q, user string, proof queue.Proof) (queue.Standing, error)
 	Position(ctx context.Context, q, user string) (queue.Standing, error)
 	Leave(ctx context.Context, q, user string) (bool, error)
 	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
+	// Challenge reads q's enter challenge and difficulty, in one cheap read.
+	Challenge(ctx context.Context, q string) (queue.EnterChallenge, int64, error)
 	Close(ctx context.Context, q string) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)
 	Queues(ctx context.Context) ([]string, error)
@@ -28,6 +31,9 @@ type Store interface {
 var (
 	ErrInvalidQueueID = errors.New("invalid queue id")
 	ErrInvalidUserID  = errors.New("invalid user id")
+	// ErrChallengeNotRequired: a challenge was asked of a queue that
+	// takes entrants without one.
+	ErrChallengeNotRequired = errors.New("this queue asks for no enter challenge")
 )
 
 // InvalidConfigError lists every bad knob of a configuration request.
@@ -41,15 +47,17 @@ func (e *InvalidConfigError) Error() string {
 
 // Service runs the gateway's use cases.
 type Service struct {
-	store Store
+	store  Store
+	signer *challenge.Signer
 }
 
-// New returns a Service over store.
-func New(store Store) (*Service, error) {
-	if store == nil {
-		return nil, errors.New("app: nil store")
+// New returns a Service over store; signer issues and checks the enter
+// challenges of queues that ask for one.
+func New(store Store, signer *challenge.Signer) (*Service, error) {
+	if store == nil || signer == nil {
+		return nil, errors.New("app: store and challenge signer are required")
 	}
-	return &Service{store: store}, nil
+	return &Service{store: store, signer: signer}, nil
 }
 
 func checkIDs(q, user string) error {

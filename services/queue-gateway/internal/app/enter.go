@@ -2,17 +2,49 @@ package app
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // Enter gives user a place in line q, returns their token if they hold one,
-// or fails with queue.ErrNotFound, queue.ErrClosed or queue.ErrFull.
-func (s *Service) Enter(ctx context.Context, q, user string) (queue.Standing, error) {
+// or fails with queue.ErrNotFound, queue.ErrClosed or queue.ErrFull. On a
+// queue that asks new entrants for a proof of work, solution is the solved
+// challenge (X-Enter-Challenge): without one a new entrant gets
+// queue.ErrChallengeRequired; a malformed, forged, expired or unsolved one
+// is refused with an error wrapping queue.ErrChallengeFailed before the
+// store is asked, whoever the caller is.
+func (s *Service) Enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err
 	}
-	return s.store.Enter(ctx, q, user)
+	var proof queue.Proof
+	if solution != "" {
+		p, err := s.signer.Check(q, user, solution)
+		if err != nil {
+			return queue.Standing{}, fmt.Errorf("%w: %w", queue.ErrChallengeFailed, err)
+		}
+		proof = queue.Proof{ID: p.ID, Bits: p.Bits, ExpiresAt: p.ExpiresAt}
+	}
+	return s.store.EnterWithProof(ctx, q, user, proof)
+}
+
+// Challenge issues user an enter challenge for queue q at the queue's
+// current difficulty. It fails with ErrChallengeNotRequired when the queue
+// asks for none.
+func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Challenge, error) {
+	if err := checkIDs(q, user); err != nil {
+		return challenge.Challenge{}, err
+	}
+	kind, bits, err := s.store.Challenge(ctx, q)
+	if err != nil {
+		return challenge.Challenge{}, err
+	}
+	if kind != queue.ChallengeProofOfWork {
+		return challenge.Challenge{}, ErrChallengeNotRequired
+	}
+	return s.signer.Issue(q, user, int(bits))
 }
 
 // Position tells user where they stand in q.

@@ -3,9 +3,11 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/web"
@@ -14,6 +16,11 @@ import (
 // Config is the queue-gateway's environment.
 type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8080"`
+	// OpsAddr is the ops listener (/metrics, /healthz, /readyz, pprof when
+	// PPROF_ENABLED): for Prometheus, probes and operators, never routed
+	// to the world.
+	OpsAddr string `env:"OPS_ADDR" envDefault:":9080"`
+	config.HTTP
 	config.Log
 	config.Redis
 	config.Auth
@@ -24,6 +31,13 @@ type Config struct {
 	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `env:"TRUSTED_PROXIES"`
+	// EnterChallengeSecret signs the proof-of-work challenges of queues
+	// that ask for one; every replica needs the same. Unset, a key is
+	// derived from AUTH_JWT_SECRET (required then, so JWKS-only deployments
+	// must set it).
+	EnterChallengeSecret string `env:"ENTER_CHALLENGE_SECRET" json:"-"`
+	// EnterChallengeTTL is how long a challenge may be solved and used.
+	EnterChallengeTTL time.Duration `env:"ENTER_CHALLENGE_TTL" envDefault:"2m"`
 	// ShutdownTimeout bounds the graceful shutdown; keep it below the pod's
 	// terminationGracePeriodSeconds.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
@@ -39,11 +53,14 @@ type Config struct {
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
 	if c.EnterRateLimitPerIP < 0 {
 		errs = append(errs, errors.New("ENTER_RATE_LIMIT_PER_IP must be 0 (off) or positive"))
 	}
 	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
+	if _, err := c.challengeSigner(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
@@ -51,6 +68,30 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// challengeSigner is the enter-challenge signer: ENTER_CHALLENGE_SECRET, or
+// a key derived from the JWT secret (the dev secret in dev mode).
+func (c *Config) challengeSigner() (*challenge.Signer, error) {
+	var key []byte
+	switch {
+	case c.EnterChallengeSecret != "":
+		if len(c.EnterChallengeSecret) < challenge.MinKeyBytes {
+			return nil, fmt.Errorf("ENTER_CHALLENGE_SECRET must be at least %d bytes", challenge.MinKeyBytes)
+		}
+		key = []byte(c.EnterChallengeSecret)
+	case c.JWTSecret != "":
+		key = challenge.DeriveKey(c.JWTSecret)
+	case c.DevMode:
+		key = challenge.DeriveKey(auth.DevSecret)
+	default:
+		return nil, errors.New("ENTER_CHALLENGE_SECRET is required when AUTH_JWT_SECRET is not set")
+	}
+	s, err := challenge.NewSigner(key, c.EnterChallengeTTL)
+	if err != nil {
+		return nil, fmt.Errorf("ENTER_CHALLENGE_TTL: %w", err)
+	}
+	return s, nil
 }
 
 // page is the waiting-room page's configuration; empty fields take the

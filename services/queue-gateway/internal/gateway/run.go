@@ -26,9 +26,10 @@ func Run(ctx context.Context) error {
 	})
 }
 
-// Server is a wired gateway, listening.
+// Server is a wired gateway, listening on its API port and its ops listener.
 type Server struct {
 	http   *httpserver.Server
+	ops    *httpserver.Server
 	health *httpserver.Health
 	closer func() error
 }
@@ -47,25 +48,34 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 	if err != nil {
 		return nil, err
 	}
-	svc, err := app.New(store)
+	signer, err := cfg.challengeSigner()
 	if err != nil {
 		return nil, err
 	}
-	var limiter httpapi.Limiter
+	svc, err := app.New(store, signer)
+	if err != nil {
+		return nil, err
+	}
+	var limiter, chLimiter httpapi.Limiter
 	if cfg.EnterRateLimitPerIP > 0 {
 		if limiter, err = redisstore.NewRateLimiter(rdb, "wr:enter:ip:", cfg.EnterRateLimitPerIP); err != nil {
 			return nil, err
 		}
+		if chLimiter, err = redisstore.NewRateLimiter(rdb, "wr:challenge:ip:", cfg.EnterRateLimitPerIP); err != nil {
+			return nil, err
+		}
 	}
 	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping})
+	reg := prometheus.NewRegistry()
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{
 		Service:          svc,
 		Verifier:         ver,
 		Log:              log,
-		Registry:         prometheus.NewRegistry(),
+		Registry:         reg,
 		Health:           health,
 		EnterLimiter:     limiter,
+		ChallengeLimiter: chLimiter,
 		ClientIPv6Prefix: cfg.ClientIPv6Prefix,
 		DevMode:          cfg.DevMode,
 		TrustedProxies:   cfg.TrustedProxies,
@@ -76,28 +86,49 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		_ = rdb.Close()
 		return nil, err
 	}
-	hs, err := httpserver.New(cfg.HTTPAddr, h, log, cfg.ShutdownTimeout)
+	hs, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &Server{http: hs, health: health, closer: rdb.Close}, nil
+	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
+		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	if err != nil {
+		_ = hs.Close()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	return &Server{http: hs, ops: ops, health: health, closer: rdb.Close}, nil
 }
 
-// Addr is the bound listen address.
+// Addr is the bound API address.
 func (s *Server) Addr() string { return s.http.Addr() }
 
-// Serve serves until ctx ends: readiness fails first, then in-flight requests
-// finish, then the Redis client closes.
+// OpsAddr is the bound ops listener's address.
+func (s *Server) OpsAddr() string { return s.ops.Addr() }
+
+// Serve serves the API port and the ops listener until ctx ends: readiness
+// fails first, then in-flight requests finish, then the Redis client closes.
+// Either listener failing stops both.
 func (s *Server) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
-		<-ctx.Done()
-		s.health.Drain()
-		cancel()
+		select {
+		case <-ctx.Done():
+			s.health.Drain()
+			cancel()
+		case <-sctx.Done():
+		}
 	}()
-	err := s.http.Serve(sctx)
+	errs := make(chan error, 2)
+	go func() { errs <- s.http.Serve(sctx) }()
+	go func() { errs <- s.ops.Serve(sctx) }()
+	err := <-errs
+	cancel()
+	if oerr := <-errs; err == nil {
+		err = oerr
+	}
 	if cerr := s.closer(); err == nil && cerr != nil {
 		err = cerr
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	Health   *httpserver.Health
 	// EnterLimiter may be nil: no per-IP limit.
 	EnterLimiter Limiter
+	// ChallengeLimiter limits challenge requests per client IP, apart from
+	// enters (a person makes one of each); nil: no limit.
+	ChallengeLimiter Limiter
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by
 	// (clientkey.Of); 0 means clientkey.DefaultIPv6Prefix.
 	ClientIPv6Prefix int
@@ -52,6 +55,7 @@ type handler struct {
 	ver     *auth.Verifier
 	log     *slog.Logger
 	limiter Limiter
+	chLimit Limiter
 	v6bits  int
 	m       *metrics
 }
@@ -71,12 +75,13 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, limiter: o.EnterLimiter, v6bits: o.ClientIPv6Prefix, m: newMetrics(o.Registry, o.QueueLister, o.Log)}
+	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, limiter: o.EnterLimiter, chLimit: o.ChallengeLimiter, v6bits: o.ClientIPv6Prefix, m: newMetrics(o.Registry, o.QueueLister, o.Log)}
 
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
 	api.GET("/queues/:queueId", h.publicQueue)
 	api.POST("/queues/:queueId/enter", h.limitEnter, user, h.enter)
+	api.POST("/queues/:queueId/challenge", h.limitChallenge, user, h.challenge)
 	api.GET("/queues/:queueId/position", user, h.position)
 	api.DELETE("/queues/:queueId/position", user, h.leave)
 	if o.DevMode {

@@ -20,6 +20,14 @@ const (
 	typeQueueFull      = "queue-full"
 	typeInvalidQueueID = "invalid-queue-id"
 	typeInvalidUserID  = "invalid-user-id"
+	// typeChallengeRequired (428): solve POST .../challenge, then enter
+	// again with X-Enter-Challenge.
+	typeChallengeRequired = "challenge-required"
+	// typeChallengeFailed (403): the solution is wrong, expired, used, or
+	// for a lower difficulty than the queue's current one.
+	typeChallengeFailed = "challenge-failed"
+	// typeChallengeNotRequired (409): the queue takes entrants without one.
+	typeChallengeNotRequired = "challenge-not-required"
 )
 
 // unavailableRetry is the Retry-After sent while a dependency is down.
@@ -39,6 +47,14 @@ func (h *handler) fail(c *gin.Context, err error) {
 	case errors.As(err, &cfgErr):
 		p = problem.New(http.StatusBadRequest, problem.TypeValidation, "the queue configuration has invalid fields").
 			WithErrors(fieldErrors(cfgErr.Fields))
+	case errors.Is(err, queue.ErrChallengeRequired):
+		p = problem.New(http.StatusPreconditionRequired, typeChallengeRequired,
+			"this queue asks new entrants to solve a challenge: POST "+challengePath(c)+", then enter again with the solution in "+challengeHeader)
+	case errors.Is(err, queue.ErrChallengeFailed):
+		p = problem.New(http.StatusForbidden, typeChallengeFailed,
+			"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")
+	case errors.Is(err, app.ErrChallengeNotRequired):
+		p = problem.New(http.StatusConflict, typeChallengeNotRequired, "this queue asks for no challenge: enter directly")
 	case errors.Is(err, queue.ErrNotFound):
 		p = problem.New(http.StatusNotFound, typeQueueNotFound, "no queue with this id")
 	case errors.Is(err, queue.ErrClosed):
@@ -65,6 +81,11 @@ func (h *handler) fail(c *gin.Context, err error) {
 	}
 	problem.Write(c.Writer, c.Request, p)
 	c.Abort()
+}
+
+// challengePath is where the queue of this request hands out challenges.
+func challengePath(c *gin.Context) string {
+	return "/api/v1/queues/" + c.Param("queueId") + "/challenge"
 }
 
 func fieldErrors(fs []queue.FieldError) []problem.FieldError {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
@@ -35,6 +36,9 @@ type harness struct {
 	rdb    redis.UniversalClient
 	store  *redisstore.Store
 	h      http.Handler
+	reg    *prometheus.Registry // what the ops listener's /metrics serves
+	// challengeTTL is the enter challenges' lifetime (2 minutes unless set).
+	challengeTTL time.Duration
 }
 
 type harnessOption func(*httpapi.Options, *harness)
@@ -73,10 +77,18 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if h.store, err = redisstore.NewStore(h.rdb); err != nil {
 		t.Fatal(err)
 	}
-	if o.Service, err = app.New(h.store); err != nil {
+	if h.challengeTTL == 0 {
+		h.challengeTTL = 2 * time.Minute
+	}
+	signer, err := challenge.NewSigner(challenge.DeriveKey(testSecret), h.challengeTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Service, err = app.New(h.store, signer); err != nil {
 		t.Fatal(err)
 	}
 	o.QueueLister = h.store
+	h.reg = o.Registry
 	o.Health = httpserver.NewHealth(map[string]httpserver.Check{"redis": h.store.Ping})
 	if h.h, err = httpapi.New(o); err != nil {
 		t.Fatal(err)

@@ -20,22 +20,27 @@ type QueueLister interface {
 }
 
 type metrics struct {
-	enters    *prometheus.CounterVec
-	positions *prometheus.CounterVec
+	enters     *prometheus.CounterVec
+	positions  *prometheus.CounterVec
+	challenges prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, lister QueueLister, log *slog.Logger) *metrics {
 	m := &metrics{
 		enters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "waitingroom", Subsystem: "gateway", Name: "enter_total",
-			Help: "Enter requests by outcome (waiting, admitted, full, closed, not_found, rate_limited, unavailable, invalid, error).",
+			Help: "Enter requests by outcome (waiting, admitted, full, closed, not_found, challenge_required, challenge_failed, rate_limited, unavailable, invalid, error).",
 		}, []string{"outcome"}),
 		positions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "waitingroom", Subsystem: "gateway", Name: "position_requests_total",
 			Help: "Position requests by the state answered (or the error).",
 		}, []string{"state"}),
 	}
-	reg.MustRegister(m.enters, m.positions)
+	m.challenges = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "waitingroom", Subsystem: "gateway", Name: "challenges_issued_total",
+		Help: "Enter challenges (proof of work) handed out.",
+	})
+	reg.MustRegister(m.enters, m.positions, m.challenges)
 	if lister != nil {
 		reg.MustRegister(&queueCollector{lister: lister, log: log, desc: prometheus.NewDesc(
 			"waitingroom_queue_waiting", "People waiting in each queue's line (ZCARD at scrape time).", []string{"queue"}, nil)})
@@ -71,6 +76,10 @@ func errorOutcome(err error) string {
 		return "not_found"
 	case errors.Is(err, queue.ErrUnavailable):
 		return "unavailable"
+	case errors.Is(err, queue.ErrChallengeRequired):
+		return "challenge_required"
+	case errors.Is(err, queue.ErrChallengeFailed):
+		return "challenge_failed"
 	}
 	return "error"
 }

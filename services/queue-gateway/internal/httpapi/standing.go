@@ -22,7 +22,7 @@ func writeStanding(c *gin.Context, s queue.Standing) {
 
 func (h *handler) enter(c *gin.Context) {
 	p, _ := auth.FromContext(c)
-	st, err := h.svc.Enter(c, c.Param("queueId"), p.UserID)
+	st, err := h.svc.Enter(c, c.Param("queueId"), p.UserID, c.GetHeader(challengeHeader))
 	h.m.enter(st, err)
 	if err != nil {
 		h.fail(c, err)
@@ -58,6 +58,10 @@ type publicQueueView struct {
 	Waiting             int64   `json:"waiting"`
 	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
 	MeasuredRatePerSec  float64 `json:"measuredRatePerSec"`
+	// EnterChallenge tells a page to fetch and solve a challenge before
+	// its first enter, instead of learning it from a 428.
+	EnterChallenge    string `json:"enterChallenge"`
+	PowDifficultyBits int64  `json:"powDifficultyBits,omitempty"`
 }
 
 func (h *handler) publicQueue(c *gin.Context) {
@@ -75,6 +79,8 @@ func (h *handler) publicQueue(c *gin.Context) {
 		Waiting:             stats.Waiting,
 		AdmissionRatePerSec: cfg.AdmissionRatePerSec,
 		MeasuredRatePerSec:  round2(stats.MeasuredRate),
+		EnterChallenge:      string(cfg.EnterChallenge),
+		PowDifficultyBits:   powBits(cfg),
 	})
 }
 
