@@ -4,8 +4,18 @@
 package hub
 
 import (
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/clientkey"
+)
+
+// Open's refusals. The caps count this replica's streams only: a client
+// spread over n replicas may hold n times as many.
+var (
+	ErrIPCap   = errors.New("hub: too many open streams from this client address")
+	ErrUserCap = errors.New("hub: too many open streams for this user")
 )
 
 // Message is one Server-Sent Event.
@@ -20,6 +30,8 @@ type Message struct {
 // Stream is one open connection of one user to one queue.
 type Stream struct {
 	Queue, User, IP string
+	// client is what the per-address cap counts IP under (clientkey.Of).
+	client string
 	// C carries the stream's messages; the handler writes them out.
 	C chan Message
 	// Gone is closed when the hub drops the stream (slow reader, shutdown).
@@ -48,45 +60,72 @@ type key struct{ queue, user string }
 
 // Hub is safe for concurrent use.
 type Hub struct {
-	buffer   int
-	maxPerIP int
-	onDrop   func(reason string)
+	buffer     int
+	maxPerIP   int
+	maxPerUser int
+	ipv6Bits   int
+	onDrop     func(reason string)
 
 	mu      sync.RWMutex
 	streams map[key]map[*Stream]struct{}
-	perIP   map[string]int
+	perIP   map[string]int // by clientkey.Of
+	perUser map[string]int // over all queues
 	total   int
 }
 
+// Option tunes a Hub.
+type Option func(*Hub)
+
+// MaxPerUser caps the streams one user holds open, over all queues (0: no
+// cap). A person with a few tabs is fine; one login opening hundreds of
+// streams from as many addresses is not.
+func MaxPerUser(n int) Option { return func(h *Hub) { h.maxPerUser = n } }
+
+// IPv6Prefix is the prefix length the per-address cap counts an IPv6 client
+// by (clientkey.Of); the default is clientkey.DefaultIPv6Prefix.
+func IPv6Prefix(bits int) Option { return func(h *Hub) { h.ipv6Bits = bits } }
+
 // New returns a hub whose streams buffer up to buffer messages, allowing at
-// most maxPerIP streams per client address (0: no cap). onDrop, if set, is
-// told why each dropped stream went.
-func New(buffer, maxPerIP int, onDrop func(reason string)) *Hub {
+// most maxPerIP streams per client address (0: no cap), an IPv6 client
+// counted by its prefix. onDrop, if set, is told why each dropped stream
+// went.
+func New(buffer, maxPerIP int, onDrop func(reason string), opts ...Option) *Hub {
 	if buffer < 1 {
 		buffer = 16
 	}
 	if onDrop == nil {
 		onDrop = func(string) {}
 	}
-	return &Hub{buffer: buffer, maxPerIP: maxPerIP, onDrop: onDrop, streams: map[key]map[*Stream]struct{}{}, perIP: map[string]int{}}
+	h := &Hub{buffer: buffer, maxPerIP: maxPerIP, ipv6Bits: clientkey.DefaultIPv6Prefix, onDrop: onDrop,
+		streams: map[key]map[*Stream]struct{}{}, perIP: map[string]int{}, perUser: map[string]int{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
-// Open registers a stream, or returns nil when ip is at its cap.
-func (h *Hub) Open(queue, user, ip string) *Stream {
+// Open registers a stream of user to queue from the client address ip.
+// It fails with ErrIPCap or ErrUserCap when either is at its cap.
+func (h *Hub) Open(queue, user, ip string) (*Stream, error) {
+	client := clientkey.Of(ip, h.ipv6Bits)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.maxPerIP > 0 && h.perIP[ip] >= h.maxPerIP {
-		return nil
+	if h.maxPerIP > 0 && h.perIP[client] >= h.maxPerIP {
+		return nil, ErrIPCap
 	}
-	s := &Stream{Queue: queue, User: user, IP: ip, C: make(chan Message, h.buffer), Gone: make(chan struct{}), admitted: map[string]bool{}}
+	if h.maxPerUser > 0 && h.perUser[user] >= h.maxPerUser {
+		return nil, ErrUserCap
+	}
+	s := &Stream{Queue: queue, User: user, IP: ip, client: client, C: make(chan Message, h.buffer), Gone: make(chan struct{}), admitted: map[string]bool{}}
 	k := key{queue, user}
 	if h.streams[k] == nil {
 		h.streams[k] = map[*Stream]struct{}{}
 	}
 	h.streams[k][s] = struct{}{}
-	h.perIP[ip]++
+	h.perIP[client]++
+	h.perUser[user]++
 	h.total++
-	return s
+	return s, nil
 }
 
 // Close unregisters a stream (the handler calls it when the stream ends).
@@ -101,8 +140,11 @@ func (h *Hub) Close(s *Stream) {
 	if len(h.streams[k]) == 0 {
 		delete(h.streams, k)
 	}
-	if h.perIP[s.IP]--; h.perIP[s.IP] <= 0 {
-		delete(h.perIP, s.IP)
+	if h.perIP[s.client]--; h.perIP[s.client] <= 0 {
+		delete(h.perIP, s.client)
+	}
+	if h.perUser[s.User]--; h.perUser[s.User] <= 0 {
+		delete(h.perUser, s.User)
 	}
 	h.total--
 	s.drop()

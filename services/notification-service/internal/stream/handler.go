@@ -41,8 +41,13 @@ func (s *Service) Handle(c *gin.Context) {
 			"the waiting room's store is not answering").WithRetryAfter(2*time.Second))
 		return
 	}
-	stream := s.hub.Open(q, p.UserID, c.ClientIP())
-	if stream == nil {
+	stream, err := s.hub.Open(q, p.UserID, c.ClientIP())
+	switch {
+	case errors.Is(err, hub.ErrUserCap):
+		s.reject(c, "user_cap", problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
+			"too many open streams for this user").WithRetryAfter(10*time.Second))
+		return
+	case err != nil:
 		s.reject(c, "ip_cap", problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many open streams from this address").WithRetryAfter(10*time.Second))
 		return

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/config"
 )
 
@@ -19,9 +20,15 @@ type Config struct {
 	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
 	TrustedProxies     []string `env:"TRUSTED_PROXIES"`
 	// MaxStreamsPerIP caps open streams per client address; 0 = no cap.
-	MaxStreamsPerIP int           `env:"SSE_MAX_STREAMS_PER_IP" envDefault:"20"`
-	Heartbeat       time.Duration `env:"SSE_HEARTBEAT" envDefault:"15s"`
-	PositionEvery   time.Duration `env:"SSE_POSITION_INTERVAL" envDefault:"3s"`
+	MaxStreamsPerIP int `env:"SSE_MAX_STREAMS_PER_IP" envDefault:"20"`
+	// MaxStreamsPerUser caps one user's open streams over all queues on
+	// this replica; 0 = no cap.
+	MaxStreamsPerUser int `env:"SSE_MAX_STREAMS_PER_USER" envDefault:"3"`
+	// ClientIPv6Prefix is the prefix length SSE_MAX_STREAMS_PER_IP counts
+	// an IPv6 client by.
+	ClientIPv6Prefix int           `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
+	Heartbeat        time.Duration `env:"SSE_HEARTBEAT" envDefault:"15s"`
+	PositionEvery    time.Duration `env:"SSE_POSITION_INTERVAL" envDefault:"3s"`
 	// Buffer is how many events a stream may have waiting before it is
 	// dropped as too slow.
 	Buffer          int           `env:"SSE_BUFFER" envDefault:"32"`
@@ -33,8 +40,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
-	if c.MaxStreamsPerIP < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("SSE_* settings and SHUTDOWN_TIMEOUT must be positive (SSE_MAX_STREAMS_PER_IP may be 0)"))
+	if c.MaxStreamsPerIP < 0 || c.MaxStreamsPerUser < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SSE_* settings and SHUTDOWN_TIMEOUT must be positive (SSE_MAX_STREAMS_PER_IP and _PER_USER may be 0)"))
 	}
+	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
 	return errors.Join(errs...)
 }

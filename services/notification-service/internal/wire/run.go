@@ -46,7 +46,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 
 	reg := prometheus.NewRegistry()
 	var m *stream.Metrics
-	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.DropHook(reason) })
+	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.DropHook(reason) },
+		hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
 	m = stream.NewMetrics(reg, h)
 	svc := stream.New(h, store, log, m, stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
