@@ -74,11 +74,12 @@ func TestQueueAdminLifecycle(t *testing.T) {
 		t.Fatalf("enter after raising the cap: %d", r.status)
 	}
 
-	// The public view shows figures, not knobs.
+	// The public view shows figures, not knobs, and whether a new entrant
+	// must solve a challenge (the page's cue to solve one before entering).
 	r = h.must(http.MethodGet, "/api/v1/queues/"+q, "", nil)
 	var pub map[string]any
 	r.json(t, &pub)
-	if r.status != http.StatusOK || pub["waiting"] != float64(4) || pub["state"] != "PAUSED" || pub["admissionRatePerSec"] != 12.5 || len(pub) != 5 {
+	if r.status != http.StatusOK || pub["waiting"] != float64(4) || pub["state"] != "PAUSED" || pub["admissionRatePerSec"] != 12.5 || pub["enterChallenge"] != "NONE" || len(pub) != 6 {
 		t.Fatalf("public view: %d %v", r.status, pub)
 	}
 
