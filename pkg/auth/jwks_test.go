@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"strings"
@@ -28,7 +26,6 @@ var testKeys = sync.OnceValue(func() map[string]*authtest.Key {
 		"rsa":       authtest.RSAKey("rsa-1", "RS256"),
 		"rsa-noalg": authtest.RSAKey("rsa-entra", ""), // Entra publishes no alg
 		"rsa-2":     authtest.RSAKey("rsa-2", "RS256"),
-		"rsa-evil":  authtest.RSAKey("rsa-1", "RS256"), // another key under rsa-1's kid
 		"ec":        authtest.ECKey("ec-1", "ES256"),
 		"ec-noalg":  authtest.ECKey("ec-2", ""),
 		"ed":        authtest.EdKey("ed-1"),
@@ -65,21 +62,6 @@ func waitReady(t *testing.T, v *Verifier) {
 	}
 }
 
-func with(c jwt.MapClaims, kv ...any) jwt.MapClaims {
-	out := jwt.MapClaims{}
-	for k, v := range c {
-		out[k] = v
-	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if kv[i+1] == nil {
-			delete(out, kv[i].(string))
-			continue
-		}
-		out[kv[i].(string)] = kv[i+1]
-	}
-	return out
-}
-
 func TestJWKSTokensAreAccepted(t *testing.T) {
 	p := authtest.NewIdP(t, key("rsa"), key("rsa-noalg"), key("ec"), key("ec-noalg"), key("ed"))
 	v := jwksVerifier(t, p, "")
@@ -93,7 +75,7 @@ func TestJWKSTokensAreAccepted(t *testing.T) {
 			}
 		}
 	}
-	admin, err := v.Verify(key("ec").Sign(t, with(authtest.Claims("ops"), "role", RoleAdmin)))
+	admin, err := v.Verify(key("ec").Sign(t, authtest.With(authtest.Claims("ops"), "role", RoleAdmin)))
 	if err != nil || !admin.IsAdmin() {
 		t.Fatalf("admin token: %+v %v", admin, err)
 	}
@@ -105,67 +87,16 @@ func TestJWKSTokensAreAccepted(t *testing.T) {
 	}
 }
 
-// badTokens are tokens that must be refused by a verifier that trusts
-// authtest's IdP with key("rsa"), key("ec") and key("ed") published, and,
-// when it has one, the HS256 secret.
+// badTokens are authtest.BadTokens plus a key of one type named for a
+// token of another.
 func badTokens(t *testing.T) map[string]string {
 	t.Helper()
-	rsaKey, ec, ed := key("rsa"), key("ec"), key("ed")
+	bad := authtest.BadTokens(t, key("rsa"), key("rsa-2"))
 	good := authtest.Claims("mallory")
-	now := time.Now()
-	pub := rsaKey.Private.Public().(*rsa.PublicKey)
-	pkix, err := x509.MarshalPKIXPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkixPEM := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkix})
-	pkcs1PEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(pub)})
-	n := base64.RawURLEncoding.EncodeToString(pub.N.Bytes())
-	jwk, _ := json.Marshal(map[string]string{"kty": "RSA", "kid": rsaKey.Kid, "n": n, "e": "AQAB"})
-	hs := func(hmacKey []byte, kid string) string {
-		tok := jwt.NewWithClaims(jwt.SigningMethodHS256, good)
-		tok.Header["kid"] = kid
-		s, err := tok.SignedString(hmacKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	noKid, err := jwt.NewWithClaims(jwt.SigningMethodRS256, good).SignedString(rsaKey.Private)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b64 := base64.RawURLEncoding.EncodeToString
-	claims, _ := json.Marshal(good)
-	return map[string]string{
-		"unknown key":               key("rsa-2").Sign(t, good),
-		"another key, known kid":    key("rsa-evil").Sign(t, good),
-		"alg none":                  b64([]byte(`{"alg":"none","typ":"JWT","kid":"rsa-1"}`)) + "." + b64(claims) + ".",
-		"HS256 with the PKIX PEM":   hs(pkixPEM, rsaKey.Kid),
-		"HS256 with the PKCS1 PEM":  hs(pkcs1PEM, rsaKey.Kid),
-		"HS256 with the modulus":    hs(pub.N.Bytes(), rsaKey.Kid),
-		"HS256 with the JWK n":      hs([]byte(n), rsaKey.Kid),
-		"HS256 with the JWK":        hs(jwk, rsaKey.Kid),
-		"HS256 PEM, no kid":         hs(pkixPEM, ""),
-		"PS256 on an RS256 key":     rsaKey.SignWith(t, jwt.SigningMethodPS256, good),
-		"RS512 on an RS256 key":     rsaKey.SignWith(t, jwt.SigningMethodRS512, good),
-		"RS256 token, EC kid":       (&authtest.Key{Kid: ec.Kid, Private: rsaKey.Private}).SignWith(t, jwt.SigningMethodRS256, good),
-		"EdDSA token, RSA kid":      (&authtest.Key{Kid: rsaKey.Kid, Private: ed.Private}).SignWith(t, jwt.SigningMethodEdDSA, good),
-		"no kid":                    noKid,
-		"wrong iss":                 rsaKey.Sign(t, with(good, "iss", "evil")),
-		"no iss":                    rsaKey.Sign(t, with(good, "iss", nil)),
-		"wrong aud":                 ec.Sign(t, with(good, "aud", "other-app")),
-		"no aud":                    ec.Sign(t, with(good, "aud", nil)),
-		"25 h lifetime":             ed.Sign(t, with(good, "iat", now.Add(-time.Hour).Unix(), "exp", now.Add(24*time.Hour).Unix())),
-		"25 h lifetime, no iat":     ed.Sign(t, with(good, "iat", nil, "exp", now.Add(25*time.Hour).Unix())),
-		"exp 2100, iss evil, aud o": rsaKey.Sign(t, with(good, "iss", "evil", "aud", "other-app", "exp", time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix())),
-		"exp 2100":                  rsaKey.Sign(t, with(good, "exp", time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).Unix())),
-		"expired":                   rsaKey.Sign(t, with(good, "iat", now.Add(-2*time.Hour).Unix(), "exp", now.Add(-time.Hour).Unix())),
-		"not yet valid":             rsaKey.Sign(t, with(good, "nbf", now.Add(time.Hour).Unix(), "exp", now.Add(2*time.Hour).Unix())),
-		"no exp":                    rsaKey.Sign(t, with(good, "exp", nil)),
-		"bad sub":                   rsaKey.Sign(t, with(good, "sub", "a b/../c")),
-		"garbage":                   "not.a.jwt",
-	}
+	bad["RS256 token, EC kid"] = (&authtest.Key{Kid: key("ec").Kid, Private: key("rsa").Private}).SignWith(t, jwt.SigningMethodRS256, good)
+	bad["EdDSA token, RSA kid"] = (&authtest.Key{Kid: key("rsa").Kid, Private: key("ed").Private}).SignWith(t, jwt.SigningMethodEdDSA, good)
+	bad["ES256 token, EdDSA kid"] = (&authtest.Key{Kid: key("ed").Kid, Private: key("ec").Private}).SignWith(t, jwt.SigningMethodES256, good)
+	return bad
 }
 
 func TestJWKSRefusesBadTokens(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"github.com/waitingroom/waitingroom/pkg/auth/authtest"
 	"github.com/waitingroom/waitingroom/pkg/config"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestTokenFromAnywhereIsRefused(t *testing.T) {
 	now := time.Now()
 	claims := func(kv ...any) jwt.MapClaims {
-		return with(jwt.MapClaims{"sub": "alice", "iss": "https://shop.example/auth", "aud": "waitingroom",
+		return authtest.With(jwt.MapClaims{"sub": "alice", "iss": "https://shop.example/auth", "aud": "waitingroom",
 			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}, kv...)
 	}
 	sign := func(c jwt.MapClaims) string {
