@@ -1,0 +1,197 @@
+package auth
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gin-gonic/gin"
+)
+
+// userIDByHand is the documented user id rule spelled out byte by byte,
+// apart from the regular expression ValidUserID uses: 1 to 128 bytes of
+// A-Z, a-z, 0-9 and _ . : @ -.
+func userIDByHand(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:@-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzValidUserID: ValidUserID agrees with the rule spelled out by hand;
+// an accepted id holds nothing that would break the Redis keys it ends
+// (braces, the '|' of consumed records, spaces) and round-trips through a
+// token: minted as sub, it verifies back to the same id. A refused id
+// cannot be minted.
+func FuzzValidUserID(f *testing.F) {
+	for _, s := range []string{
+		"alice", "user@example.com", "a:b.c_d-e", "U", strings.Repeat("U", 128), strings.Repeat("U", 129),
+		"", " ", "alice\n", "al ice", "{alice}", "a|b", "ålice", "alice\x00", "\xff", "a/b", "K",
+	} {
+		f.Add(s)
+	}
+	v, err := NewVerifier(secret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		ok := ValidUserID(id)
+		if ok != userIDByHand(id) {
+			t.Fatalf("ValidUserID(%q) = %v, the documented rule says %v", id, ok, !ok)
+		}
+		tok, err := v.Mint(id, "", time.Hour)
+		if !ok {
+			if err == nil {
+				t.Fatalf("Mint(%q) made a token for an invalid user id", id)
+			}
+			return
+		}
+		if strings.ContainsAny(id, "{}| \t\r\n") {
+			t.Fatalf("valid user id %q holds a character Redis keys or records split on", id)
+		}
+		if b, _ := json.Marshal(id); string(b) != `"`+id+`"` {
+			t.Fatalf("valid user id %q is escaped in JSON: %s", id, b)
+		}
+		if err != nil {
+			t.Fatalf("Mint(%q): %v", id, err)
+		}
+		p, err := v.Verify(tok)
+		if err != nil || p.UserID != id {
+			t.Fatalf("minted for %q, verified as %+v (%v)", id, p, err)
+		}
+	})
+}
+
+// asciiFold reports whether s begins with prefix, ASCII letters compared
+// without case and nothing else folded.
+func asciiFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		a, b := s[i], prefix[i]
+		if 'A' <= a && a <= 'Z' {
+			a += 'a' - 'A'
+		}
+		if a != b {
+			return false
+		}
+	}
+	return true
+}
+
+// sameToken reports whether a is b, or b with its signature spelled
+// another way: the JWT parser decodes base64url leniently, so the unused
+// low bits of the signature's last character are not checked.
+func sameToken(a, b string) bool {
+	if a == b {
+		return true
+	}
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	if len(pa) != 3 || len(pb) != 3 || pa[0] != pb[0] || pa[1] != pb[1] || len(pa[2]) != len(pb[2]) {
+		return false
+	}
+	sa, err := base64.RawURLEncoding.DecodeString(pa[2])
+	if err != nil {
+		return false
+	}
+	sb, err := base64.RawURLEncoding.DecodeString(pb[2])
+	return err == nil && bytes.Equal(sa, sb)
+}
+
+// respell spells tok's signature another way: its last character with
+// the lowest (unused) bit flipped.
+func respell(tok string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, tok[len(tok)-1])
+	return tok[:len(tok)-1] + string(alphabet[i^1])
+}
+
+// FuzzBearer: the Authorization header's bearer credentials. bearer takes
+// the credentials of the Bearer scheme (any case, RFC 9110) and nothing
+// else, with no surrounding space, and is idempotent; through the
+// middleware, a request gets past only with the minted token itself, and
+// every refusal is a 401 problem with a WWW-Authenticate challenge that the
+// handler behind never saw. (A token is also let through in the other
+// spellings of its signature that base64url's unused last bits allow: see
+// sameToken.)
+func FuzzBearer(f *testing.F) {
+	v, err := NewVerifier(secret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	tok, err := v.Mint("alice", "", time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{
+		"Bearer " + tok, "bearer " + tok, "BEARER " + tok, "Bearer   " + tok + " \t", "Bearer\t" + tok, "Bearer" + tok,
+		"Basic " + tok, tok, "", "Bearer ", "Bearer  ", "Bearer " + tok + " " + tok, "Bearer " + tok + "\x00",
+		"Bearer " + respell(tok), "Bearer " + strings.ToUpper(tok), "Bearer \u00a0" + tok, "Beare\u0280 " + tok, "Bearer " + tok[:len(tok)-1],
+	} {
+		f.Add(s)
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	var reached int
+	e.GET("/", v.Middleware(false), func(c *gin.Context) {
+		reached++
+		p, _ := FromContext(c)
+		c.String(http.StatusOK, p.UserID)
+	})
+	f.Fuzz(func(t *testing.T, h string) {
+		got := bearer(h)
+		scheme := asciiFold(h, "bearer ")
+		rest := ""
+		if scheme {
+			rest = strings.TrimSpace(h[len("bearer "):])
+		}
+		if got != rest {
+			t.Fatalf("bearer(%q) = %q, want %q", h, got, rest)
+		}
+		if got != "" {
+			first, _ := utf8.DecodeRuneInString(got)
+			last, _ := utf8.DecodeLastRuneInString(got)
+			if unicode.IsSpace(first) || unicode.IsSpace(last) {
+				t.Fatalf("bearer(%q) = %q keeps surrounding space", h, got)
+			}
+			if again := bearer("Bearer " + got); again != got {
+				t.Fatalf("bearer is not idempotent: %q then %q", got, again)
+			}
+		}
+
+		reached = 0
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.Header["Authorization"] = []string{h}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if sameToken(got, tok) {
+			if rec.Code != http.StatusOK || rec.Body.String() != "alice" || reached != 1 {
+				t.Fatalf("the minted token in %q: %d %q, handler ran %d times", h, rec.Code, rec.Body, reached)
+			}
+			return
+		}
+		if rec.Code != http.StatusUnauthorized || reached != 0 {
+			t.Fatalf("header %q: status %d, handler ran %d times; want 401 and never", h, rec.Code, reached)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+			t.Fatalf("header %q: 401 as %q", h, ct)
+		}
+		if rec.Header().Get("WWW-Authenticate") == "" {
+			t.Fatalf("header %q: 401 without WWW-Authenticate", h)
+		}
+	})
+}
