@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
@@ -116,6 +117,15 @@ type sentRequest struct {
 	headers     map[string]string // names in lower case
 }
 
+// sent is the request as sentRequest.
+func sent(req *network.Request) sentRequest {
+	r := sentRequest{method: req.Method, url: req.URL, headers: map[string]string{}}
+	for k, v := range req.Headers {
+		r.headers[strings.ToLower(k)] = fmt.Sprint(v)
+	}
+	return r
+}
+
 // requestLog holds every request a tab sent since recordRequests.
 type requestLog struct {
 	mu   sync.Mutex
@@ -139,10 +149,7 @@ func (tb *tab) recordRequests() *requestLog {
 			if err != nil {
 				return
 			}
-			r := sentRequest{method: ev.Request.Method, url: ev.Request.URL, headers: map[string]string{}}
-			for k, v := range ev.Request.Headers {
-				r.headers[strings.ToLower(k)] = fmt.Sprint(v)
-			}
+			r := sent(ev.Request)
 			l.mu.Lock()
 			l.reqs = append(l.reqs, r)
 			l.mu.Unlock()
@@ -183,6 +190,30 @@ func carrying(jwt string) func(sentRequest) bool {
 	return func(r sentRequest) bool {
 		return r.headers["authorization"] == "Bearer "+jwt || strings.Contains(r.url, jwt)
 	}
+}
+
+// holdRequests pauses each request of the tab to a URL that matches pattern
+// (the Fetch domain's wildcards) and lets it go on when hold returns. hold
+// runs on another goroutine: it must not call t.Fatal.
+func (tb *tab) holdRequests(pattern string, hold func(sentRequest)) {
+	tb.t.Helper()
+	events := chromedp.Events(tb.ctx, fetch.RequestPaused)
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+		tb.t.Fatalf("%s: enable request interception: %v", tb.name, err)
+	}
+	// Ends when the tab's context does.
+	go func() {
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			r := sent(ev.Request)
+			hold(r)
+			_, _ = chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
 }
 
 // recordNotes keeps, from the tab's next load on, every text the browser

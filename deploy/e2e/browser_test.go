@@ -27,11 +27,11 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	id := testenv.ID(t)
 	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling"}
 	// Two more queues, which no dispatcher serves: nobody is admitted there.
-	link, challenge := id+"-link", id+"-challenge"
-	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge)
+	link, challenge, refused := id+"-link", id+"-challenge", id+"-refused"
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, link, challenge} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, link, challenge, refused} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -43,6 +43,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("PollingFallback", func(t *testing.T) { browserPollingFallback(t, sys.in(t), browser, qs.polling) })
 	t.Run("LinkIdentity", func(t *testing.T) { browserLinkIdentity(t, sys.in(t), browser, link) })
 	t.Run("EnterChallenge", func(t *testing.T) { browserEnterChallenge(t, sys.in(t), browser, challenge) })
+	t.Run("ChallengeRefused", func(t *testing.T) { browserChallengeRefused(t, sys.in(t), browser, refused) })
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 

@@ -67,10 +67,10 @@ func TestPageDefaultsAndSecurityHeaders(t *testing.T) {
 	}
 	rec = get(t, h.Page, "/")
 	want := map[string]string{
-		"Content-Type":           "text/html; charset=utf-8",
-		"Cache-Control":          "no-store",
-		"X-Content-Type-Options": "nosniff",
-		"Referrer-Policy":        "no-referrer",
+		"Content-Type":            "text/html; charset=utf-8",
+		"Cache-Control":           "no-store",
+		"X-Content-Type-Options":  "nosniff",
+		"Referrer-Policy":         "no-referrer",
 		"Content-Security-Policy": pageCSP,
 	}
 	for k, v := range want {

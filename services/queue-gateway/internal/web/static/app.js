@@ -5,7 +5,7 @@
 
 const $ = (id) => document.getElementById(id);
 const QUEUE_ID = /^[a-z0-9][a-z0-9-]{0,63}$/;
-const USER_ID = /^[A-Za-z0-9_.:@-]{1,128}$/;
+const USER_ID = /^[A-Za-z0-9_.:@|-]{1,128}$/;
 const NETWORK_RETRY_MS = 2000; // after a failed request that gave no hint
 const STREAM_SILENCE_MS = 30000; // a stream this quiet may have missed an event: ask once
 const ORDER_NETWORK_RETRIES = 3;
@@ -215,10 +215,12 @@ async function enter() {
     case 'unauthorized': return signedOut();
     case 'queue-not-found': return say('error', 'There is no sale under this name.');
     case 'queue-closed': return say('error', 'This sale is closed: the line takes no new entries.');
-    case 'challenge-required':
+    case 'challenge-required': // still, with a solution sent
     case 'challenge-failed':
+      say('error', 'The check of your browser was not accepted. Try again.');
+      return offerEnter(0);
     case 'check-unfinished':
-      say('error', 'Your browser could not pass the check in time. Try again.');
+      say('error', 'Your browser could not finish the check in time. Try again.');
       return offerEnter(0);
     default:
       say('error', `Could not enter the line (${r.body.type || r.status}). Try again.`);
@@ -239,7 +241,7 @@ const CHECK_MARGIN_MS = 1000; // kept for the enter request before a challenge l
 // fresh challenge. It returns the answer that decides, or undefined when
 // stopped; the network failing throws.
 async function enterWithChallenge() {
-  say('wait', 'One moment: this sale asks each browser for a short check before it enters the line.');
+  say('wait', 'One moment: this sale asks every browser for a short check before you enter the line.');
   let refused = false;
   try {
     for (let n = 0; n < MAX_CHALLENGES; n++) {
