@@ -127,8 +127,8 @@ func TestRedisRestart(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 	for _, p := range procs {
-		if !eventually(5*time.Second, func() bool { return testenv.Readyz(p.URL) == http.StatusServiceUnavailable }) {
-			t.Errorf("%s /readyz with Redis down: %d, want 503", p.Name, testenv.Readyz(p.URL))
+		if !eventually(5*time.Second, func() bool { return testenv.Readyz(p.OpsURL) == http.StatusServiceUnavailable }) {
+			t.Errorf("%s /readyz with Redis down: %d, want 503", p.Name, testenv.Readyz(p.OpsURL))
 		} else {
 			ok++
 		}
@@ -143,10 +143,10 @@ func TestRedisRestart(t *testing.T) {
 	rs.Start()
 	recovered := 0
 	for _, p := range procs {
-		if eventually(15*time.Second, func() bool { return testenv.Readyz(p.URL) == http.StatusOK }) {
+		if eventually(15*time.Second, func() bool { return testenv.Readyz(p.OpsURL) == http.StatusOK }) {
 			recovered++
 		} else {
-			t.Errorf("%s /readyz after Redis came back: %d; log:\n%s", p.Name, testenv.Readyz(p.URL), p.Tail())
+			t.Errorf("%s /readyz after Redis came back: %d; log:\n%s", p.Name, testenv.Readyz(p.OpsURL), p.Tail())
 		}
 	}
 	gap := time.Since(back)

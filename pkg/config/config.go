@@ -5,6 +5,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,6 +68,10 @@ type Log struct {
 	// address, apart from the service's port so it is never exposed with
 	// the API: 127.0.0.1:6060 and kubectl port-forward, for example.
 	PprofAddr string `env:"PPROF_ADDR"`
+	// PprofEnabled serves /debug/pprof/ on the ops listener (OPS_ADDR),
+	// next to /metrics. Off by default: a CPU profile costs CPU while it
+	// runs, so only those who may load the service should reach it.
+	PprofEnabled bool `env:"PPROF_ENABLED" envDefault:"false"`
 }
 
 // LogLevel is the configured LOG_LEVEL.
@@ -74,6 +79,37 @@ func (l Log) LogLevel() string { return l.Level }
 
 // PprofAddress is the configured PPROF_ADDR; empty means off.
 func (l Log) PprofAddress() string { return l.PprofAddr }
+
+// HTTP bounds how long one client may hold a connection to any of a
+// service's listeners, so that a client sending slowly, or not at all,
+// cannot pin connections (and the goroutines and buffers behind them).
+type HTTP struct {
+	// ReadTimeout bounds reading one request, headers and body together,
+	// from its first byte; the headers alone get min(5s, ReadTimeout). A
+	// body still arriving then ends the request and closes the connection.
+	ReadTimeout time.Duration `env:"HTTP_READ_TIMEOUT" envDefault:"10s"`
+	// WriteTimeout bounds a response, from the end of the request's
+	// headers to its last byte: the handler's work and the write. An event
+	// stream sets a deadline per frame instead.
+	WriteTimeout time.Duration `env:"HTTP_WRITE_TIMEOUT" envDefault:"30s"`
+	// IdleTimeout closes a keep-alive connection that sends no next
+	// request for this long.
+	IdleTimeout time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"120s"`
+}
+
+// Check reports what is wrong with the timeouts: each must be positive
+// (zero would mean no limit at all), and a response must be allowed at
+// least as long as its request, since its clock starts before the body is
+// read.
+func (h HTTP) Check() error {
+	var errs []error
+	if h.ReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 {
+		errs = append(errs, errors.New("HTTP_READ_TIMEOUT, HTTP_WRITE_TIMEOUT and HTTP_IDLE_TIMEOUT must be positive"))
+	} else if h.WriteTimeout < h.ReadTimeout {
+		errs = append(errs, fmt.Errorf("HTTP_WRITE_TIMEOUT (%s) must be at least HTTP_READ_TIMEOUT (%s): it also covers reading the body", h.WriteTimeout, h.ReadTimeout))
+	}
+	return errors.Join(errs...)
+}
 
 // Load fills cfg (a pointer to a struct) from the environment and runs its
 // Validate method when it has one.

@@ -9,8 +9,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/waitingroom/waitingroom/pkg/problem"
 )
@@ -30,9 +28,9 @@ type EngineOptions struct {
 	CORSOrigins []string
 }
 
-// NewEngine returns a gin engine with recovery, request metrics, a body size
-// limit, problem+json for unknown routes and methods, and the health and
-// metrics endpoints registered.
+// NewEngine returns a gin engine with recovery, request metrics (registered
+// in o.Registry, served by the ops listener), a body size limit,
+// problem+json for unknown routes and methods, and /healthz and /readyz.
 func NewEngine(o EngineOptions) (*gin.Engine, error) {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -45,8 +43,6 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		e.ForwardedByClientIP = true
 	}
 
-	reg := o.Registry
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "waitingroom",
 		Subsystem: "http",
@@ -54,7 +50,7 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		Help:      "HTTP request latency by route, method and status code.",
 		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"service", "route", "method", "code"})
-	reg.MustRegister(duration)
+	o.Registry.MustRegister(duration)
 
 	e.Use(recovery(o.Log), metrics(o.Service, duration), CORS(o.CORSOrigins), limitBody(MaxBodyBytes))
 	e.NoRoute(func(c *gin.Context) {
@@ -64,9 +60,11 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusMethodNotAllowed, problem.TypeMethodNotAllowed, "method not allowed on this resource"))
 	})
 
-	e.GET("/healthz", o.Health.Healthz)
-	e.GET("/readyz", o.Health.Readyz)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	// Load balancers in front of the API port may check it; Kubernetes
+	// probes and Prometheus use the ops listener (NewOps), which is never
+	// routed to the world. No /metrics here: it names every queue.
+	e.GET("/healthz", gin.WrapF(o.Health.Healthz))
+	e.GET("/readyz", gin.WrapF(o.Health.PublicReadyz))
 	return e, nil
 }
 

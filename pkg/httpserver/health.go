@@ -2,19 +2,18 @@ package httpserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/gin-gonic/gin"
 )
 
 // Check reports whether one dependency answers.
 type Check func(ctx context.Context) error
 
 // Health serves /healthz (the process is alive) and /readyz (every dependency
-// answers). Readiness results are cached for a second so a probe storm does
+// answers), on the ops listener and, for load balancers, the API port. Readiness results are cached for a second so a probe storm does
 // not become a dependency storm.
 type Health struct {
 	checks   map[string]Check
@@ -36,25 +35,43 @@ func NewHealth(checks map[string]Check) *Health {
 func (h *Health) Drain() { h.draining.Store(true) }
 
 // Healthz answers 200 while the process runs.
-func (h *Health) Healthz(c *gin.Context) {
-	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"status": "ok"})
+func (h *Health) Healthz(w http.ResponseWriter, _ *http.Request) {
+	writeStatus(w, http.StatusOK, map[string]any{"status": "ok"})
 }
 
-// Readyz answers 200 when every check passes, else 503 naming the failures.
-func (h *Health) Readyz(c *gin.Context) {
-	c.Header("Cache-Control", "no-store")
+// Readyz answers 200 when every check passes, else 503 naming the failed
+// checks and why. For the ops listener: the reasons (a dependency's address,
+// its error) are for operators.
+func (h *Health) Readyz(w http.ResponseWriter, r *http.Request) { h.ready(w, r, true) }
+
+// PublicReadyz is Readyz without the reasons, for the API port, which the
+// world may reach: a load balancer in front of it needs only the status.
+func (h *Health) PublicReadyz(w http.ResponseWriter, r *http.Request) { h.ready(w, r, false) }
+
+func (h *Health) ready(w http.ResponseWriter, r *http.Request, reasons bool) {
 	if h.draining.Load() {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+		writeStatus(w, http.StatusServiceUnavailable, map[string]any{"status": "draining"})
 		return
 	}
-	failed := h.run(c.Request.Context())
-	if len(failed) > 0 {
-		c.Header("Retry-After", "1")
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "unavailable", "failed": failed})
+	failed := h.run(r.Context())
+	if len(failed) == 0 {
+		writeStatus(w, http.StatusOK, map[string]any{"status": "ready"})
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	w.Header().Set("Retry-After", "1")
+	body := map[string]any{"status": "unavailable"}
+	if reasons {
+		body["failed"] = failed
+	}
+	writeStatus(w, http.StatusServiceUnavailable, body)
+}
+
+func writeStatus(w http.ResponseWriter, code int, body map[string]any) {
+	b, _ := json.Marshal(body)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
 }
 
 func (h *Health) run(ctx context.Context) map[string]string {

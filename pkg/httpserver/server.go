@@ -1,6 +1,7 @@
 // Package httpserver runs a service's HTTP listener with graceful shutdown and
-// builds the gin engine every service shares: problem+json for unknown routes,
-// panics and oversized bodies, request metrics, and /healthz /readyz /metrics.
+// builds the gin engine every service shares (problem+json for unknown routes,
+// panics and oversized bodies, request metrics, /healthz and /readyz) and the
+// ops listener apart from it (/metrics, /healthz, /readyz, pprof).
 package httpserver
 
 import (
@@ -11,42 +12,75 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/config"
 )
 
 // Server is an HTTP server whose listener is bound at construction.
 type Server struct {
 	srv             *http.Server
 	ln              net.Listener
+	name            string
 	log             *slog.Logger
 	shutdownTimeout time.Duration
 }
 
+// Options configure a Server.
+type Options struct {
+	// Name tells the listener apart in log lines ("api", "ops").
+	Name string
+	// Timeouts bound each connection (see config.HTTP); a zero field is no
+	// limit, as in net/http.
+	Timeouts config.HTTP
+	// ShutdownTimeout bounds the graceful shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// maxHeaderTimeout is the longest a client may take to send its headers,
+// whatever the read timeout: a client that has not finished them by then
+// is not going to.
+const maxHeaderTimeout = 5 * time.Second
+
 // New binds addr and returns a server for h. Binding here, not in Serve, makes a
 // busy port a start-up error and lets tests use ":0" and read Addr.
-func New(addr string, h http.Handler, log *slog.Logger, shutdownTimeout time.Duration) (*Server, error) {
+func New(addr string, h http.Handler, log *slog.Logger, o Options) (*Server, error) {
 	if h == nil || log == nil {
 		return nil, errors.New("httpserver: handler and logger are required")
 	}
+	if o.Name == "" {
+		o.Name = "api"
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("httpserver: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("httpserver: %s: listen %s: %w", o.Name, addr, err)
+	}
+	header := maxHeaderTimeout
+	if t := o.Timeouts.ReadTimeout; t > 0 && t < header {
+		header = t
 	}
 	return &Server{
 		srv: &http.Server{
 			Handler:           h,
-			ReadHeaderTimeout: 5 * time.Second,
-			IdleTimeout:       120 * time.Second,
+			ReadHeaderTimeout: header,
+			ReadTimeout:       o.Timeouts.ReadTimeout,
+			WriteTimeout:      o.Timeouts.WriteTimeout,
+			IdleTimeout:       o.Timeouts.IdleTimeout,
 			MaxHeaderBytes:    16 << 10,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			ErrorLog:          slog.NewLogLogger(log.With("listener", o.Name).Handler(), slog.LevelWarn),
 		},
 		ln:              ln,
-		log:             log,
-		shutdownTimeout: shutdownTimeout,
+		name:            o.Name,
+		log:             log.With("listener", o.Name),
+		shutdownTimeout: o.ShutdownTimeout,
 	}, nil
 }
 
 // Addr is the bound address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close releases the listener of a server that is not serving: a start-up
+// that failed after binding it.
+func (s *Server) Close() error { return s.ln.Close() }
 
 // Serve serves until ctx is done, then stops accepting, lets in-flight requests
 // finish within the shutdown timeout, and returns.
@@ -57,7 +91,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	select {
 	case err := <-errc:
-		return fmt.Errorf("httpserver: %w", err)
+		return fmt.Errorf("httpserver: %s: %w", s.name, err)
 	case <-ctx.Done():
 	}
 	s.log.Info("http server shutting down", "timeout", s.shutdownTimeout.String())
@@ -65,10 +99,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	defer cancel()
 	if err := s.srv.Shutdown(sctx); err != nil {
 		_ = s.srv.Close()
-		return fmt.Errorf("httpserver: shutdown: %w", err)
+		return fmt.Errorf("httpserver: %s: shutdown: %w", s.name, err)
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("httpserver: %w", err)
+		return fmt.Errorf("httpserver: %s: %w", s.name, err)
 	}
 	return nil
 }

@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 )
@@ -41,7 +41,8 @@ type Configured[C any] interface {
 
 // Run loads C from the environment, builds the service's JSON logger (and
 // routes go-redis's own log lines to it), starts the profiling server when
-// PPROF_ADDR is set, then calls serve.
+// PPROF_ADDR is set, then calls serve. (PPROF_ENABLED, the other way to
+// profile, mounts pprof on the ops listener, which serve builds.)
 func Run[C any, P Configured[C]](ctx context.Context, name string, serve func(context.Context, C, *slog.Logger) error) error {
 	var cfg C
 	if err := config.Load(P(&cfg)); err != nil {
@@ -69,14 +70,8 @@ func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("PPROF_ADDR: %w", err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	// No write timeout: a CPU profile or trace streams for its ?seconds=.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: httpserver.Pprof(), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -17,11 +17,14 @@ type ServiceOptions struct {
 	// Port is the HTTP port; 0 picks a free one. Give one when other
 	// services need the address before this one runs.
 	Port int
-	// Env is added to the test's environment (HTTP_ADDR and LOG_LEVEL=debug
-	// are set already).
+	// OpsPort is the ops listener's port (/metrics, /healthz, /readyz,
+	// pprof); 0 picks a free one.
+	OpsPort int
+	// Env is added to the test's environment (HTTP_ADDR, OPS_ADDR and
+	// LOG_LEVEL=debug are set already).
 	Env map[string]string
-	// NoWait returns as soon as the process runs, instead of when /readyz
-	// answers 200.
+	// NoWait returns as soon as the process runs, instead of when the ops
+	// listener's /readyz answers 200.
 	NoWait bool
 	// StrictExit makes the test fail when, at cleanup, the process does not
 	// exit 0 within the grace period of SIGTERM: a graceful shutdown is part
@@ -33,7 +36,10 @@ type ServiceOptions struct {
 // its own process group. It is stopped at cleanup, even when the test fails.
 type Service struct {
 	Name string
-	URL  string // http://127.0.0.1:port
+	URL  string // http://127.0.0.1:port, the API port
+	// OpsURL is the ops listener, http://127.0.0.1:port: every service has
+	// one (the admission-dispatcher has nothing else).
+	OpsURL string
 
 	cmd  *exec.Cmd
 	log  string
@@ -46,20 +52,24 @@ type Service struct {
 const serviceGrace = 20 * time.Second
 
 // StartService builds the services (once per test binary) and starts name;
-// unless o.NoWait, it returns once /readyz answers 200, and fails the test
-// with the log's tail if that takes over a minute or the process exits.
+// unless o.NoWait, it returns once the ops listener's /readyz answers 200,
+// and fails the test with the log's tail if that takes over a minute or the
+// process exits.
 func StartService(t testing.TB, name string, o ServiceOptions) *Service {
 	t.Helper()
-	port := o.Port
+	port, opsPort := o.Port, o.OpsPort
 	if port == 0 {
 		port = FreePort(t)
+	}
+	if opsPort == 0 {
+		opsPort = FreePort(t)
 	}
 	logf, err := os.CreateTemp(t.TempDir(), fmt.Sprintf("%s-%d-*.log", name, port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(BuildServices(t), name))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), "LOG_LEVEL=debug")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", opsPort), "LOG_LEVEL=debug")
 	for k, v := range o.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -69,7 +79,8 @@ func StartService(t testing.TB, name string, o ServiceOptions) *Service {
 		_ = logf.Close()
 		t.Fatal(err)
 	}
-	s := &Service{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port), cmd: cmd, log: logf.Name(), done: make(chan struct{})}
+	s := &Service{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port), OpsURL: fmt.Sprintf("http://127.0.0.1:%d", opsPort),
+		cmd: cmd, log: logf.Name(), done: make(chan struct{})}
 	go func() {
 		s.err = cmd.Wait()
 		_ = logf.Close()
@@ -84,7 +95,7 @@ func StartService(t testing.TB, name string, o ServiceOptions) *Service {
 		return s
 	}
 	deadline := time.Now().Add(time.Minute)
-	for Readyz(s.URL) != http.StatusOK {
+	for Readyz(s.OpsURL) != http.StatusOK {
 		if !s.Alive() {
 			t.Fatalf("%s exited before it was ready (%v); log:\n%s", name, s.err, s.Tail())
 		}

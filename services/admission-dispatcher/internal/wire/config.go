@@ -15,7 +15,10 @@ import (
 
 // Config is the admission-dispatcher's environment.
 type Config struct {
-	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8083"`
+	// OpsAddr is the dispatcher's only listener (it serves no API):
+	// /metrics, /healthz, /readyz and pprof when PPROF_ENABLED.
+	OpsAddr string `env:"OPS_ADDR" envDefault:":9083"`
+	config.HTTP
 	config.Log
 	config.Redis
 	config.AMQP
@@ -43,7 +46,7 @@ type Config struct {
 
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := []error{c.HTTP.Check()}
 	if c.Tick < 10*time.Millisecond || c.Tick > 10*time.Second {
 		errs = append(errs, errors.New("DISPATCH_TICK must be between 10ms and 10s"))
 	}

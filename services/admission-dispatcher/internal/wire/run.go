@@ -51,11 +51,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"redis":    store.Ping,
 		"rabbitmq": func(context.Context) error { return conn.Healthy() },
 	})
-	engine, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "admission-dispatcher", Log: log, Registry: reg, Health: health})
-	if err != nil {
-		return err
-	}
-	srv, err := httpserver.New(cfg.HTTPAddr, engine, log, cfg.ShutdownTimeout)
+	srv, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
+		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
 		return fmt.Errorf("dispatcher: %w", err)
 	}

@@ -53,7 +53,7 @@ func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
 	t.Cleanup(func() { _ = s.store.Purge(context.Background(), s.q) })
 
 	s.cfg = Config{
-		HTTPAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{s.q},
+		OpsAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{s.q},
 		InstanceID: "disp-" + id, OrderFailedDeliveryLimit: 20, OrderFailedQueue: "test." + id + ".order-failed",
 		ShutdownTimeout: 5 * time.Second,
 	}

@@ -60,6 +60,12 @@ func (s *Service) Handle(c *gin.Context) {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	c.Status(http.StatusOK)
+	// The server's timeouts must not end the stream. HTTP_WRITE_TIMEOUT
+	// does not: every frame below sets its own write deadline, which
+	// replaces the server's. HTTP_READ_TIMEOUT does not either: net/http
+	// lifts the read deadline once the request is read, to watch for the
+	// client leaving. Setting one here would cancel the request when it
+	// passed (golang/go#70834), so the stream leaves it alone.
 	w := &writer{rc: http.NewResponseController(c.Writer), w: c.Writer, timeout: s.o.WriteTimeout}
 	if err := w.raw(fmt.Sprintf("retry: %d\n\n", s.o.Retry.Milliseconds())); err != nil {
 		return

@@ -43,7 +43,7 @@ func BenchmarkStreams(b *testing.B) {
 	port := testenv.FreePort(b)
 	cmd := exec.Command(bin)
 	cfg := testConfig(b, exchange)
-	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port), "AUTH_JWT_SECRET="+secret,
+	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port), "OPS_ADDR=127.0.0.1:0", "AUTH_JWT_SECRET="+secret,
 		"REDIS_URL="+cfg.Redis.URL, "AMQP_URL="+cfg.AMQP.URL, "AMQP_EXCHANGE="+exchange,
 		"SSE_MAX_STREAMS_PER_IP=0", "SSE_POSITION_INTERVAL=1h", "SSE_HEARTBEAT=1m", "LOG_LEVEL=warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -13,6 +13,13 @@ import (
 // Config is the notification-service's environment.
 type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8082"`
+	// OpsAddr is the ops listener (/metrics, /healthz, /readyz, pprof when
+	// PPROF_ENABLED): for Prometheus, probes and operators, never routed
+	// to the world.
+	OpsAddr string `env:"OPS_ADDR" envDefault:":9082"`
+	// HTTP's write timeout does not end event streams: each frame sets
+	// its own deadline (SSE_WRITE_TIMEOUT).
+	config.HTTP
 	config.Log
 	config.Redis
 	config.AMQP
@@ -39,7 +46,7 @@ type Config struct {
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
 	if c.MaxStreamsPerIP < 0 || c.MaxStreamsPerUser < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("SSE_* settings and SHUTDOWN_TIMEOUT must be positive (SSE_MAX_STREAMS_PER_IP and _PER_USER may be 0)"))
 	}

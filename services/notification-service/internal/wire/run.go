@@ -27,8 +27,8 @@ func Run(ctx context.Context) error {
 }
 
 // Serve wires the service and serves until ctx ends; ready, if set, gets
-// the bound address.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+// the bound API and ops addresses.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, ops string)) error {
 	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
 		return err
@@ -64,19 +64,28 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 		return err
 	}
 	api.Register(e, ver, svc)
-	srv, err := httpserver.New(cfg.HTTPAddr, e, log, cfg.ShutdownTimeout)
+	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
+	// a write deadline per frame.
+	srv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
 		return fmt.Errorf("notification-service: %w", err)
 	}
+	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
+		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("notification-service: %w", err)
+	}
 	if ready != nil {
-		ready(srv.Addr())
+		ready(srv.Addr(), ops.Addr())
 	}
 
 	work, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 1)
+	errs := make(chan error, 2)
 	wg.Go(func() { errs <- srv.Serve(work) })
+	wg.Go(func() { errs <- ops.Serve(work) })
 	wg.Go(func() { _ = conn.Consume(work, tokenEvents(), handle(svc)) })
 	wg.Go(func() { svc.RunPositions(work) })
 	select {

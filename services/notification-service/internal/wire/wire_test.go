@@ -31,7 +31,7 @@ func replica(t testing.TB, cfg Config) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr, done := make(chan string, 1), make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addr <- a })
+		done <- Serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a, _ string) { addr <- a })
 	}()
 	var url string
 	select {
@@ -69,7 +69,7 @@ func replica(t testing.TB, cfg Config) string {
 }
 
 func testConfig(t testing.TB, exchange string) Config {
-	cfg := Config{HTTPAddr: "127.0.0.1:0", MaxStreamsPerIP: 0, Heartbeat: 5 * time.Second, PositionEvery: time.Hour,
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", MaxStreamsPerIP: 0, Heartbeat: 5 * time.Second, PositionEvery: time.Hour,
 		Buffer: 32, WriteTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}
 	cfg.JWTSecret = secret
 	cfg.Redis.URL = testenv.RedisURL(t)

@@ -37,7 +37,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	if !slices.Equal(routes, ops) {
 		t.Fatalf("routes and OpenAPI operations differ:\nroutes:  %v\nopenapi: %v", routes, ops)
 	}
-	if len(routes) != 8 {
-		t.Fatalf("%d routes, want 8", len(routes))
+	if len(routes) != 7 {
+		t.Fatalf("%d routes, want 7", len(routes))
 	}
 }

@@ -13,6 +13,11 @@ import (
 // Config is the order-service's environment.
 type Config struct {
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
+	// OpsAddr is the ops listener (/metrics, /healthz, /readyz, pprof when
+	// PPROF_ENABLED): for Prometheus, probes and operators, never routed
+	// to the world.
+	OpsAddr string `env:"OPS_ADDR" envDefault:":9081"`
+	config.HTTP
 	config.Log
 	config.Redis
 	config.AMQP
@@ -56,7 +61,7 @@ const minRetention = time.Hour
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies))
+	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
 	if c.OrderRateLimitPerQueue < 0 {
 		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE must be 0 (off) or positive"))
 	}

@@ -36,6 +36,7 @@ type stack struct {
 	q     string
 	cfg   Config
 	url   string
+	ops   string // the ops listener's URL
 	store *redisstore.Store
 	ver   *auth.Verifier
 	conn  *broker.Conn
@@ -73,6 +74,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
 		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
 	}
+	s.cfg.OpsAddr = "127.0.0.1:0"
 	if o.lease > 0 {
 		s.cfg.OrderLease, s.cfg.TxTimeout = o.lease, o.txTimeout
 	}
@@ -136,14 +138,14 @@ func hostPort(url string) string {
 
 func (s *stack) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a string) { addr <- a })
+		done <- Serve(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(api, ops string) { addr <- [2]string{api, ops} })
 	}()
 	select {
 	case a := <-addr:
-		s.url = "http://" + a
+		s.url, s.ops = "http://"+a[0], "http://"+a[1]
 	case err := <-done:
 		s.t.Fatalf("order-service did not start: %v", err)
 	case <-time.After(30 * time.Second):
@@ -268,6 +270,17 @@ func (r response) problemType() string {
 	var p struct{ Type string }
 	_ = json.Unmarshal(r.body, &p)
 	return p.Type
+}
+
+// getOps is a GET on the ops listener (/metrics, /healthz, /readyz).
+func (s *stack) getOps(path string) response {
+	res, err := http.Get(s.ops + path)
+	if err != nil {
+		return response{status: -1, body: []byte(err.Error())}
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
 }
 
 func (s *stack) do(method, path, jwt, entryToken string, body any, hdr ...string) response {

@@ -351,7 +351,7 @@ func TestRetentionJobDeletesOldEventsAndKeys(t *testing.T) {
 	if n := count(`SELECT count(*) FROM idempotency`); n != 1 {
 		t.Fatalf("%d idempotency rows, want this hour's one key", n)
 	}
-	r := s.do(http.MethodGet, "/metrics", "", "", nil)
+	r := s.getOps("/metrics")
 	for table, want := range map[string]string{"outbox": "40", "idempotency": "30"} {
 		sample := `waitingroom_orders_retention_deleted_rows_total{table="` + table + `"} ` + want + "\n"
 		if !strings.Contains(string(r.body), sample) {

@@ -30,8 +30,8 @@ func Run(ctx context.Context) error {
 }
 
 // Serve wires the order-service and serves until ctx ends. ready, if not
-// nil, receives the bound HTTP address once the service listens.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr string)) error {
+// nil, receives the bound API and ops addresses once the service listens.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, ops string)) error {
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: the public dev secret is accepted; never run this in production")
 	}
@@ -88,19 +88,26 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(addr st
 	if err != nil {
 		return err
 	}
-	srv, err := httpserver.New(cfg.HTTPAddr, h, log, cfg.ShutdownTimeout)
+	srv, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
 		return fmt.Errorf("order-service: %w", err)
 	}
+	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
+		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	if err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("order-service: %w", err)
+	}
 	if ready != nil {
-		ready(srv.Addr())
+		ready(srv.Addr(), ops.Addr())
 	}
 
 	work, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 1)
+	errs := make(chan error, 2)
 	wg.Go(func() { errs <- srv.Serve(work) })
+	wg.Go(func() { errs <- ops.Serve(work) })
 	wg.Go(func() {
 		if declareOrderFailed(work, conn, cfg, log) {
 			declared.Store(true)

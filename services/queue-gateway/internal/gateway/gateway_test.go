@@ -24,7 +24,7 @@ func TestConfigFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTPAddr != ":8080" || cfg.EnterRateLimitPerIP != 25 || len(cfg.TrustedProxies) != 2 || cfg.Redis.URL != "redis://r:6379/1" || cfg.DevMode {
+	if cfg.HTTPAddr != ":8080" || cfg.OpsAddr != ":9080" || cfg.ReadTimeout != 10*time.Second || cfg.EnterRateLimitPerIP != 25 || len(cfg.TrustedProxies) != 2 || cfg.Redis.URL != "redis://r:6379/1" || cfg.DevMode {
 		t.Fatalf("config = %+v", cfg)
 	}
 }
@@ -36,6 +36,8 @@ func TestConfigRefusesUnsafeSettings(t *testing.T) {
 		"negative rate limit":        {"AUTH_DEV_MODE": "true", "ENTER_RATE_LIMIT_PER_IP": "-1"},
 		"bad proxy":                  {"AUTH_DEV_MODE": "true", "TRUSTED_PROXIES": "not-a-cidr"},
 		"bad duration":               {"AUTH_DEV_MODE": "true", "SHUTDOWN_TIMEOUT": "soon"},
+		"no read timeout":            {"AUTH_DEV_MODE": "true", "HTTP_READ_TIMEOUT": "0s"},
+		"write below read timeout":   {"AUTH_DEV_MODE": "true", "HTTP_READ_TIMEOUT": "20s", "HTTP_WRITE_TIMEOUT": "10s"},
 	}
 	for name, env := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -51,10 +53,11 @@ func TestConfigRefusesUnsafeSettings(t *testing.T) {
 	}
 }
 
-// The wired server: health endpoints answer, and cancelling the context (what
-// SIGTERM does) drains and returns cleanly.
+// The wired server: health endpoints answer on both listeners, /metrics only
+// on the ops listener, and cancelling the context (what SIGTERM does) drains
+// and returns cleanly.
 func TestServerServesAndShutsDownGracefully(t *testing.T) {
-	cfg := Config{HTTPAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second, EnterRateLimitPerIP: 10}
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second, EnterRateLimitPerIP: 10}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.DevMode = true
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -66,14 +69,20 @@ func TestServerServesAndShutsDownGracefully(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx) }()
 
-	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
-		res, err := http.Get("http://" + srv.Addr() + path)
+	for _, c := range []struct {
+		addr, path string
+		want       int
+	}{
+		{srv.Addr(), "/healthz", http.StatusOK}, {srv.Addr(), "/readyz", http.StatusOK}, {srv.Addr(), "/metrics", http.StatusNotFound},
+		{srv.OpsAddr(), "/healthz", http.StatusOK}, {srv.OpsAddr(), "/readyz", http.StatusOK}, {srv.OpsAddr(), "/metrics", http.StatusOK},
+	} {
+		res, err := http.Get("http://" + c.addr + c.path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		res.Body.Close()
-		if res.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d", path, res.StatusCode)
+		if res.StatusCode != c.want {
+			t.Fatalf("%s%s: %d, want %d", c.addr, c.path, res.StatusCode, c.want)
 		}
 	}
 	cancel()
@@ -85,7 +94,9 @@ func TestServerServesAndShutsDownGracefully(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return within 10s of cancellation")
 	}
-	if _, err := http.Get("http://" + srv.Addr() + "/healthz"); err == nil {
-		t.Fatal("still serving after shutdown")
+	for _, addr := range []string{srv.Addr(), srv.OpsAddr()} {
+		if _, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			t.Fatalf("%s still serving after shutdown", addr)
+		}
 	}
 }

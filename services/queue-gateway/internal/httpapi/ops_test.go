@@ -3,22 +3,27 @@ package httpapi_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
 )
 
-// metric reads one sample from the /metrics exposition.
+// metric reads one sample from the registry's exposition, as the ops
+// listener's /metrics serves it (the API port has no /metrics).
 func metric(t *testing.T, h *harness, name, labels string) float64 {
 	t.Helper()
-	r := h.must(http.MethodGet, "/metrics", "", nil)
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name+labels) + ` ([0-9.e+-]+)$`)
-	m := re.FindSubmatch(r.body)
+	m := re.FindSubmatch(rec.Body.Bytes())
 	if m == nil {
 		return 0
 	}
