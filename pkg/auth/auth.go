@@ -36,7 +36,7 @@ const MinSecretBytes = 32
 // WithMaxTokenAge says otherwise.
 const DefaultMaxTokenAge = 24 * time.Hour
 
-var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@-]{1,128}$`)
+var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@|-]{1,128}$`)
 
 // Errors returned by Verify.
 var (

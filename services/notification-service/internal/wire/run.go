@@ -55,6 +55,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 	health := httpserver.NewHealth(map[string]httpserver.Check{
 		"redis":    store.Ping,
 		"rabbitmq": func(context.Context) error { return conn.Healthy() },
+		// With AUTH_JWKS_URL: no traffic before the provider's keys came once.
+		"auth": ver.Ready,
 	})
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
 		Service: "notification-service", Log: log, Registry: reg, Health: health,

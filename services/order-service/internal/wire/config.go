@@ -24,8 +24,12 @@ type Config struct {
 	config.Database
 	config.Auth
 	// OrderRateLimitPerQueue is orders per second per queue before 429; 0 = off.
-	OrderRateLimitPerQueue int      `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
-	TrustedProxies         []string `env:"TRUSTED_PROXIES"`
+	OrderRateLimitPerQueue int `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
+	// OrderRateLimitPerUser is, per user, order requests per second whose
+	// entry token failed the cheap check (junk, spent, not yet active)
+	// before 429; 0 = off. Requests with a usable token never count.
+	OrderRateLimitPerUser int      `env:"ORDER_RATE_LIMIT_PER_USER" envDefault:"5"`
+	TrustedProxies        []string `env:"TRUSTED_PROXIES"`
 	// CORSAllowedOrigins are the browser origins (the gateway's page) allowed to call the API.
 	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
 	// OrderLease is how long a consumed token may stay unsettled before the
@@ -62,8 +66,8 @@ const minRetention = time.Hour
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
-	if c.OrderRateLimitPerQueue < 0 {
-		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE must be 0 (off) or positive"))
+	if c.OrderRateLimitPerQueue < 0 || c.OrderRateLimitPerUser < 0 {
+		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE and ORDER_RATE_LIMIT_PER_USER must be 0 (off) or positive"))
 	}
 	if c.TxTimeout <= 0 || c.OrderLease < 3*c.TxTimeout {
 		errs = append(errs, errors.New("ORDER_LEASE must be at least three ORDER_TX_TIMEOUTs, so the reaper never races a live order"))

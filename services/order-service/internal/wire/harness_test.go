@@ -51,6 +51,7 @@ type stack struct {
 type stackOptions struct {
 	pgProxy, amqpProxy bool
 	rateLimit          int
+	userRateLimit      int
 	lease, txTimeout   time.Duration
 	// retention turns the retention job on, with this for both tables.
 	retention time.Duration
@@ -71,7 +72,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s.dbURL = testenv.PostgresURL(t)
 	amqpURL := testenv.AMQPURL(t)
 	s.cfg = Config{
-		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
+		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderRateLimitPerUser: o.userRateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
 		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
 	}
 	s.cfg.OpsAddr = "127.0.0.1:0"

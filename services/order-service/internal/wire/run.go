@@ -58,13 +58,18 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 
 	reg := prometheus.NewRegistry()
 	m := newServiceMetrics(reg)
-	var limiter order.Limiter
+	var limits order.Limits
 	if cfg.OrderRateLimitPerQueue > 0 {
-		if limiter, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
+		if limits.Queue, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
 			return err
 		}
 	}
-	svc, err := order.New(countedTokens{Tokens: store, consumed: m.consumed}, timedRepo{Repo: db, tx: m.tx}, pub, limiter, log,
+	if cfg.OrderRateLimitPerUser > 0 {
+		if limits.User, err = redisstore.NewRateLimiter(rdb, "wr:order:user:", cfg.OrderRateLimitPerUser); err != nil {
+			return err
+		}
+	}
+	svc, err := order.New(countedTokens{Tokens: store, consumed: m.consumed}, timedRepo{Repo: db, tx: m.tx}, pub, limits, log,
 		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity})
 	if err != nil {
 		return err
@@ -73,6 +78,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 	health := httpserver.NewHealth(map[string]httpserver.Check{
 		"postgres": db.Ping,
 		"redis":    store.Ping,
+		// With AUTH_JWKS_URL: no traffic before the provider's keys came once.
+		"auth": ver.Ready,
 		// RabbitMQ being up is not a readiness condition: orders succeed
 		// without it (events wait in the outbox). The OrderFailed queue
 		// having been declared once is: before that, a failure's event

@@ -65,7 +65,8 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 			return nil, err
 		}
 	}
-	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping})
+	// With AUTH_JWKS_URL, no traffic before the provider's keys came once.
+	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping, "auth": ver.Ready})
 	reg := prometheus.NewRegistry()
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{

@@ -38,7 +38,7 @@ func (h *handler) devToken(c *gin.Context) {
 	}
 	var bad []problem.FieldError
 	if !auth.ValidUserID(req.UserID) {
-		bad = append(bad, problem.FieldError{Field: "userId", Message: "must match ^[A-Za-z0-9_.:@-]{1,128}$"})
+		bad = append(bad, problem.FieldError{Field: "userId", Message: "must match ^[A-Za-z0-9_.:@|-]{1,128}$"})
 	}
 	if req.Role != "" && req.Role != auth.RoleAdmin {
 		bad = append(bad, problem.FieldError{Field: "role", Message: `must be "admin" or absent`})
