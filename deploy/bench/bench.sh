@@ -55,8 +55,8 @@ export REDIS_URL="redis://127.0.0.1:$RP/0"
 say "private redis on $RP"
 
 # gateway on a free port, dev auth, no per-IP limit
-GP=$(freeport); GW=http://127.0.0.1:$GP; PPROF=127.0.0.1:$(freeport)
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP PPROF_ADDR=$PPROF "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
+GP=$(freeport); GW=http://127.0.0.1:$GP; OPS=127.0.0.1:$(freeport)
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS PPROF_ENABLED=true "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
@@ -106,11 +106,11 @@ zr_rps=$(sed -E 's/.*: ([0-9.]+) requests per second.*/\1/' <<<"$rb_zrank")
 PT=5; [[ $QUICK == 1 ]] && PT=3
 gw_cpu_note=""
 if have wrk; then
-  say "pprof: the gateway process (PPROF_ADDR) under a ${PT} s position load"
+  say "pprof: the gateway process (its ops listener, PPROF_ENABLED) under a ${PT} s position load"
   rpid=$(pgrep -f "redis-server 127.0.0.1:$RP" | head -1)
   t0=$(awk '{print $14+$15}' /proc/$GWPID/stat)
   rt0=$(awk '{print $14+$15}' /proc/$rpid/stat 2>/dev/null || echo 0)
-  curl -fsS "http://$PPROF/debug/pprof/profile?seconds=$PT" -o "$W/cpu.out" & cpid=$!
+  curl -fsS "http://$OPS/debug/pprof/profile?seconds=$PT" -o "$W/cpu.out" & cpid=$!
   TOKENS=$W/tokens-waiting.txt METHOD=GET WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d${PT}s -s deploy/bench/tokens.lua "$GW/api/v1/queues/gw/position" >"$W/wrk-cpu.txt" 2>&1
   wait $cpid
   t1=$(awk '{print $14+$15}' /proc/$GWPID/stat)
@@ -118,7 +118,7 @@ if have wrk; then
   hz=$(getconf CLK_TCK)
   gw_cpu_note="During a ${PT} s position run the gateway used $(calc "round(($t1-$t0)/$hz/$PT*100)") % CPU and redis-server $(calc "round(($rt1-$rt0)/$hz/$PT*100)") % (of 200 % on 2 cores); wrk took the rest."
   PBIN=$W/bin/queue-gateway
-  prof_how="the running gateway, through its profiling port: \`curl http://\$PPROF_ADDR/debug/pprof/profile?seconds=$PT\` while
+  prof_how="the running gateway, through its ops listener (PPROF_ENABLED=true): \`curl http://\$OPS_ADDR/debug/pprof/profile?seconds=$PT\` while
 \`wrk -c$WRK_C\` ran GET position (line of $waiting) for the same ${PT} s, then \`go tool pprof -top\`."
   prof_head="wrk during the profile: $(awk '/Requests\/sec/ {print $2}' "$W/wrk-cpu.txt") requests/s"
 else
@@ -164,7 +164,7 @@ $RC FLUSHALL >/dev/null
 # ---------------------------------------------------------------- 4. dispatcher
 say "dispatcher accuracy, ramp and failover"
 GP=$(freeport); GW=http://127.0.0.1:$GP
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=127.0.0.1:$(freeport) "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 DQ=disp-$$
@@ -188,8 +188,8 @@ cmd(b"SET", b"wr:{%s}:seq" % q, n)
 PY
 $RC --pipe <"$W/fill-disp.resp" >"$W/fill-disp.log" 2>&1
 say "filled $($RC ZCARD "wr:{$DQ}:waiting") waiting"
-startdisp() { # id port
-  INSTANCE_ID=$1 DISPATCH_QUEUES=$DQ DISPATCH_TICK=100ms LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$2 \
+startdisp() { # id ops-port
+  INSTANCE_ID=$1 DISPATCH_QUEUES=$DQ DISPATCH_TICK=100ms LOG_LEVEL=error OPS_ADDR=127.0.0.1:$2 \
     "$W/bin/admission-dispatcher" >>"$W/dispatcher-$1.log" 2>&1 &
   echo $!
 }

@@ -47,14 +47,17 @@ stop() {
 trap stop INT TERM EXIT
 
 for s in "${services[@]}"; do
+  # The API port (none for the dispatcher) and the ops listener's (OPS_ADDR).
   case $s in
-    queue-gateway) port=8080 ;; order-service) port=8081 ;;
-    notification-service) port=8082 ;; admission-dispatcher) port=8083 ;;
+    queue-gateway) ports="8080 9080" ;; order-service) ports="8081 9081" ;;
+    notification-service) ports="8082 9082" ;; admission-dispatcher) ports="9083" ;;
   esac
-  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-    echo "port $port is taken: is another $s (or make run) still running?" >&2
-    exit 1
-  fi
+  for port in $ports; do
+    if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+      echo "port $port is taken: is another $s (or make run) still running?" >&2
+      exit 1
+    fi
+  done
   c=${colour[$s]}
   # setsid: the service gets its own process group, so Ctrl-C reaches it only
   # through stop(), which waits for its graceful shutdown.
@@ -84,6 +87,7 @@ cat <<MSG
 
   waiting room is up: ${services[*]}
   the page:    http://localhost:8080/
+  metrics:     http://localhost:9080/metrics (gateway), 9081 (orders), 9082 (notifications), 9083 (dispatcher)
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
   dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'
   enter:       curl -X POST -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/enter

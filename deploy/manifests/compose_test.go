@@ -115,15 +115,28 @@ func TestCompose(t *testing.T) {
 				t.Errorf("build arg SERVICE = %s, want %s", got, svc.name)
 			}
 
-			// Its port, published as itself.
-			if len(s.Ports) != 1 || s.Ports[0].Target != uint32(svc.port) || s.Ports[0].Published != strconv.Itoa(svc.port) {
-				t.Errorf("ports %+v, want %d:%d", s.Ports, svc.port, svc.port)
+			// Its API port published as itself; its ops port as itself on
+			// this machine's loopback only (/metrics names every queue).
+			want := map[uint32]string{uint32(svc.opsPort): "127.0.0.1"}
+			if svc.port != 0 {
+				want[uint32(svc.port)] = ""
 			}
-			if published[svc.port] != svc.name {
-				t.Errorf("port %d is published by %q", svc.port, published[svc.port])
+			if len(s.Ports) != len(want) {
+				t.Errorf("ports %+v, want %d:%d and 127.0.0.1:%d:%d", s.Ports, svc.port, svc.port, svc.opsPort, svc.opsPort)
 			}
-			if envOf(s, "HTTP_ADDR") != "" && envOf(s, "HTTP_ADDR") != ":"+strconv.Itoa(svc.port) {
-				t.Errorf("HTTP_ADDR %q does not listen on %d", envOf(s, "HTTP_ADDR"), svc.port)
+			for _, port := range s.Ports {
+				ip, ok := want[port.Target]
+				if !ok || port.Published != strconv.Itoa(int(port.Target)) || port.HostIP != ip {
+					t.Errorf("port %+v: want the API port %d on every address or the ops port %d on 127.0.0.1, each published as itself", port, svc.port, svc.opsPort)
+				}
+				if published[int(port.Target)] != svc.name {
+					t.Errorf("port %d is published by %q", port.Target, published[int(port.Target)])
+				}
+			}
+			for k, port := range map[string]int{"HTTP_ADDR": svc.port, "OPS_ADDR": svc.opsPort} {
+				if v := envOf(s, k); v != "" && v != ":"+strconv.Itoa(port) {
+					t.Errorf("%s %q does not listen on %d", k, v, port)
+				}
 			}
 
 			// The servers by their compose names.

@@ -246,8 +246,13 @@ func TestDockerfile(t *testing.T) {
 		if err := json.Unmarshal([]byte(entrypoint), &ep); err != nil || !slices.Equal(ep, []string{"/app"}) {
 			t.Errorf("SERVICE=%s: ENTRYPOINT %s, want [\"/app\"] (exec form: there is no shell)", s.name, entrypoint)
 		}
-		if !slices.Equal(exposed, []string{strconv.Itoa(s.port)}) {
-			t.Errorf("SERVICE=%s: EXPOSE %v, want [%d]", s.name, exposed, s.port)
+		var want []string
+		if s.port != 0 {
+			want = append(want, strconv.Itoa(s.port))
+		}
+		want = append(want, strconv.Itoa(s.opsPort))
+		if !slices.Equal(exposed, want) {
+			t.Errorf("SERVICE=%s: EXPOSE %v, want %v (the API port, if any, and the ops port)", s.name, exposed, want)
 		}
 		if !copiesApp {
 			t.Errorf("SERVICE=%s: the final image does not copy /out/app from the builder", s.name)

@@ -34,7 +34,7 @@ type overlay struct {
 var baseCounts = map[string]int{
 	"ConfigMap":               1,
 	"Deployment":              4,
-	"Service":                 4,
+	"Service":                 3, // not the dispatcher: it has no API
 	"PodDisruptionBudget":     4,
 	"HorizontalPodAutoscaler": 3,
 	"Ingress":                 2,
@@ -265,8 +265,8 @@ func checkDeployment(t *testing.T, r *rendered, o overlay, s service, d *appsv1.
 	}
 
 	ann := pod.Annotations
-	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(s.port) || ann["prometheus.io/path"] != "/metrics" {
-		t.Errorf("%s: prometheus annotations %v, want scrape true, port %d, path /metrics", s.name, ann, s.port)
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != strconv.Itoa(s.opsPort) || ann["prometheus.io/path"] != "/metrics" {
+		t.Errorf("%s: prometheus annotations %v, want scrape true, the ops port %d, path /metrics", s.name, ann, s.opsPort)
 	}
 
 	ps := pod.Spec
@@ -289,16 +289,33 @@ func checkDeployment(t *testing.T, r *rendered, o overlay, s service, d *appsv1.
 		}
 	}
 
-	// The port: named http, the service's port, the port HTTP_ADDR listens on.
-	port, ok := containerPort(c, intstr.FromString("http"))
-	if !ok || len(c.Ports) != 1 || int(port) != s.port {
-		t.Errorf("%s: want one container port named http = %d, got %v", s.name, s.port, c.Ports)
+	// The ports: http, the API, where HTTP_ADDR listens (none for the
+	// dispatcher), and ops, the ops listener, where OPS_ADDR listens.
+	type listener struct {
+		port int
+		env  string
 	}
-	addr, ok := envValue(c, "HTTP_ADDR")
-	if !ok {
-		t.Errorf("%s: HTTP_ADDR not set on the container", s.name)
-	} else if _, p, err := net.SplitHostPort(addr.Value); err != nil || p != strconv.Itoa(int(port)) {
-		t.Errorf("%s: HTTP_ADDR %q does not listen on the container port %d", s.name, addr.Value, port)
+	wantPorts := map[string]listener{"ops": {s.opsPort, "OPS_ADDR"}}
+	if s.port != 0 {
+		wantPorts["http"] = listener{s.port, "HTTP_ADDR"}
+	} else if _, ok := envValue(c, "HTTP_ADDR"); ok {
+		t.Errorf("%s: HTTP_ADDR set, but the service has no API port", s.name)
+	}
+	if len(c.Ports) != len(wantPorts) {
+		t.Errorf("%s: container ports %v, want exactly %v", s.name, c.Ports, wantPorts)
+	}
+	for _, name := range sortedKeys(wantPorts) {
+		want := wantPorts[name]
+		port, ok := containerPort(c, intstr.FromString(name))
+		if !ok || int(port) != want.port {
+			t.Errorf("%s: want a container port named %s = %d, got %v", s.name, name, want.port, c.Ports)
+		}
+		addr, ok := envValue(c, want.env)
+		if !ok {
+			t.Errorf("%s: %s not set on the container", s.name, want.env)
+		} else if _, p, err := net.SplitHostPort(addr.Value); err != nil || p != strconv.Itoa(want.port) {
+			t.Errorf("%s: %s %q does not listen on the container port %d", s.name, want.env, addr.Value, want.port)
+		}
 	}
 
 	// Configuration: the shared ConfigMap, and the JWT key from the Secret.
@@ -343,7 +360,7 @@ func checkDeployment(t *testing.T, r *rendered, o overlay, s service, d *appsv1.
 		t.Errorf("%s: does not verify JWTs, yet gets AUTH_JWT_SECRET", s.name)
 	}
 
-	// Probes: all three, over HTTP on the named port.
+	// Probes: all three, over HTTP on the ops listener.
 	probes := map[string]*corev1.Probe{"startup": c.StartupProbe, "readiness": c.ReadinessProbe, "liveness": c.LivenessProbe}
 	wantPath := map[string][]string{"startup": {"/healthz", "/readyz"}, "readiness": {"/readyz"}, "liveness": {"/healthz"}}
 	for _, kind := range []string{"startup", "readiness", "liveness"} {
@@ -355,8 +372,8 @@ func checkDeployment(t *testing.T, r *rendered, o overlay, s service, d *appsv1.
 		if !slices.Contains(wantPath[kind], p.HTTPGet.Path) {
 			t.Errorf("%s: %s probe on %q, want one of %v", s.name, kind, p.HTTPGet.Path, wantPath[kind])
 		}
-		if p.HTTPGet.Port != intstr.FromString("http") {
-			t.Errorf("%s: %s probe on port %v, want the named port http", s.name, kind, p.HTTPGet.Port.String())
+		if p.HTTPGet.Port != intstr.FromString("ops") {
+			t.Errorf("%s: %s probe on port %v, want the named port ops", s.name, kind, p.HTTPGet.Port.String())
 		}
 	}
 	if p := c.StartupProbe; p != nil && s.database && p.PeriodSeconds*p.FailureThreshold < 60 {
@@ -495,13 +512,16 @@ func checkServices(t *testing.T, r *rendered) {
 			continue
 		}
 		p := svc.Spec.Ports[0]
-		if got, ok := containerPort(c, p.TargetPort); !ok || int(got) != s.port {
-			t.Errorf("Service %s: targetPort %s is not the container port %d", name, p.TargetPort.String(), s.port)
+		if got, ok := containerPort(c, p.TargetPort); !ok || int(got) != s.port || s.port == 0 {
+			t.Errorf("Service %s: targetPort %s is not the API container port %d (the ops port %d is in no Service)", name, p.TargetPort.String(), s.port, s.opsPort)
 		}
 	}
 	for _, s := range services {
-		if r.services[s.name] == nil {
+		if s.port != 0 && r.services[s.name] == nil {
 			t.Errorf("no Service %s", s.name)
+		}
+		if s.port == 0 && r.services[s.name] != nil {
+			t.Errorf("Service %s: the service has no API port, nothing routes to it", s.name)
 		}
 	}
 }
@@ -755,15 +775,19 @@ func checkNetworkPolicies(t *testing.T, r *rendered) {
 				t.Errorf("NetworkPolicy %s: want one namespaceSelector peer per rule, got %v", name, rule.From)
 				continue
 			}
+			// The ingress controller reaches the API port, Prometheus the
+			// ops listener; neither reaches the other.
+			peer := rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"]
+			wantPort := map[string]string{ingressNS: "http", monitoringN: "ops"}[peer]
 			for _, p := range rule.Ports {
-				if p.Port == nil || *p.Port != intstr.FromString("http") {
-					t.Errorf("NetworkPolicy %s: port %v, want the named port http", name, p.Port)
+				if p.Port == nil || *p.Port != intstr.FromString(wantPort) {
+					t.Errorf("NetworkPolicy %s: port %v for %s, want the named port %s", name, p.Port, peer, wantPort)
 				}
 			}
 			if len(rule.Ports) == 0 {
 				t.Errorf("NetworkPolicy %s: a rule open on every port", name)
 			}
-			switch rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] {
+			switch peer {
 			case ingressNS:
 				if !slices.Equal(selected, public) {
 					t.Errorf("NetworkPolicy %s: the ingress controller reaches %v, want %v", name, selected, public)

@@ -15,9 +15,14 @@ import (
 // service is what the deployment files must agree on about one service.
 type service struct {
 	name string
-	// port is HTTP_ADDR's default (README, Configuration); the container
-	// port, the Service, the probes and EXPOSE all use it.
+	// port is HTTP_ADDR's default (README, Configuration), the API port:
+	// the container port named http, the Service and EXPOSE use it. 0: no
+	// API (the dispatcher), so no HTTP_ADDR, no such port, no Service.
 	port int
+	// opsPort is OPS_ADDR's default, the ops listener (/metrics, /healthz,
+	// /readyz): the container port named ops, the probes, the Prometheus
+	// annotations and EXPOSE use it; no Service and no Ingress may.
+	opsPort int
 	// shutdown is SHUTDOWN_TIMEOUT's default.
 	shutdown time.Duration
 	// public services are reached through the Ingress.
@@ -32,10 +37,10 @@ type service struct {
 }
 
 var services = []service{
-	{name: "queue-gateway", port: 8080, shutdown: 15 * time.Second, public: true, hpa: true, auth: true},
-	{name: "order-service", port: 8081, shutdown: 15 * time.Second, public: true, hpa: true, auth: true, amqp: true, database: true},
-	{name: "notification-service", port: 8082, shutdown: 10 * time.Second, public: true, hpa: true, auth: true, amqp: true},
-	{name: "admission-dispatcher", port: 8083, shutdown: 10 * time.Second, amqp: true},
+	{name: "queue-gateway", port: 8080, opsPort: 9080, shutdown: 15 * time.Second, public: true, hpa: true, auth: true},
+	{name: "order-service", port: 8081, opsPort: 9081, shutdown: 15 * time.Second, public: true, hpa: true, auth: true, amqp: true, database: true},
+	{name: "notification-service", port: 8082, opsPort: 9082, shutdown: 10 * time.Second, public: true, hpa: true, auth: true, amqp: true},
+	{name: "admission-dispatcher", opsPort: 9083, shutdown: 10 * time.Second, amqp: true},
 }
 
 func serviceNamed(name string) (service, bool) {
@@ -109,6 +114,17 @@ func goSources(t testing.TB) []goSource {
 // own sources (services/<name>/...).
 func envDefault(t *testing.T, svc, name string) string {
 	t.Helper()
+	found := envDefaults(t, svc, name)
+	if len(found) != 1 {
+		t.Fatalf("%s: want exactly one %s default in its sources, found %q", svc, name, found)
+	}
+	return found[0]
+}
+
+// envDefaults lists the `env:"NAME" envDefault:"..."` tags of a service's
+// own sources.
+func envDefaults(t *testing.T, svc, name string) []string {
+	t.Helper()
 	re := regexp.MustCompile(`env:"` + regexp.QuoteMeta(name) + `"\s+envDefault:"([^"]*)"`)
 	var found []string
 	for _, src := range goSources(t) {
@@ -119,18 +135,22 @@ func envDefault(t *testing.T, svc, name string) string {
 			found = append(found, m[1])
 		}
 	}
-	if len(found) != 1 {
-		t.Fatalf("%s: want exactly one %s default in its sources, found %q", svc, name, found)
-	}
-	return found[0]
+	return found
 }
 
 // TestServiceFacts checks the table above against the services' own
 // configuration, so the deployment tests below test against the truth.
 func TestServiceFacts(t *testing.T) {
 	for _, s := range services {
-		if got, want := envDefault(t, s.name, "HTTP_ADDR"), ":"+strconv.Itoa(s.port); got != want {
+		if s.port == 0 {
+			if found := envDefaults(t, s.name, "HTTP_ADDR"); len(found) != 0 {
+				t.Errorf("%s: HTTP_ADDR %q in the sources, the deployment files assume it has no API port", s.name, found)
+			}
+		} else if got, want := envDefault(t, s.name, "HTTP_ADDR"), ":"+strconv.Itoa(s.port); got != want {
 			t.Errorf("%s: HTTP_ADDR default is %q in the sources, the deployment files assume %q", s.name, got, want)
+		}
+		if got, want := envDefault(t, s.name, "OPS_ADDR"), ":"+strconv.Itoa(s.opsPort); got != want {
+			t.Errorf("%s: OPS_ADDR default is %q in the sources, the deployment files assume %q", s.name, got, want)
 		}
 		d, err := time.ParseDuration(envDefault(t, s.name, "SHUTDOWN_TIMEOUT"))
 		if err != nil {
