@@ -470,8 +470,17 @@ func TestLifecycleClosedQueueIsGoneAfterItsLastToken(t *testing.T) {
 			t.Errorf("%s survived the queue's deletion", gone)
 		}
 	}
-	if len(keys) != 3 {
-		t.Errorf("keys left: %v, want the dispatch hash and two status markers", keys)
+	// What expires by itself stays until then: both users' status markers
+	// and spent-token records (they ordered).
+	if len(keys) != 5 {
+		t.Errorf("keys left: %v, want the dispatch hash, two status markers and two spent records", keys)
+	}
+	for _, u := range []string{"u0000", "u0001"} {
+		for _, key := range []string{k.Status(u), k.Spent(u)} {
+			if _, ok := keys[key]; !ok {
+				t.Errorf("%s is not among the keys left %v", key, keys)
+			}
+		}
 	}
 	if d := keys[k.Dispatch()]; d <= 59*time.Minute || d > time.Hour {
 		t.Errorf("dispatch hash PTTL %v, want about 1h", d)
@@ -493,8 +502,8 @@ func TestLifecycleClosedQueueIsGoneAfterItsLastToken(t *testing.T) {
 	if _, err := s.AcquireLease(ctx, q, "b", time.Second); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("lease after deletion: %v, want ErrNotFound", err)
 	}
-	if n := len(lcScan(t, rdb, q, "*")); n != 3 {
-		t.Fatalf("%d keys after the late tick and lease attempt, want still 3", n)
+	if n := len(lcScan(t, rdb, q, "*")); n != 5 {
+		t.Fatalf("%d keys after the late tick and lease attempt, want still 5", n)
 	}
 }
 
