@@ -27,9 +27,8 @@ test: vet ## vet, then every test with the race detector against the local serve
 	@test -z "$$(gofmt -l pkg services)" || { echo "gofmt needed:"; gofmt -l pkg services; exit 1; }
 	$(GO) test -race -count=1 -timeout 15m work
 
-fuzz: ## run each fuzz target for a while (FUZZTIME, default 30s)
-	cd pkg && $(GO) test ./queue -run '^$$' -fuzz FuzzDecodePatch -fuzztime $${FUZZTIME:-30s}
-	cd services/queue-gateway && $(GO) test ./internal/httpapi -run '^$$' -fuzz FuzzPutQueue -fuzztime $${FUZZTIME:-30s}
+fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
+	@GO=$(GO) deploy/fuzz/run.sh
 
 bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write BENCHMARKS.md (BENCH_QUICK=1 shortens)
 	@deploy/bench/bench.sh
