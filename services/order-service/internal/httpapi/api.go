@@ -20,6 +20,8 @@ type Repo interface {
 	Order(ctx context.Context, id string) (order.Order, error)
 	Product(ctx context.Context, id string) (order.Product, error)
 	Products(ctx context.Context, queueID string) ([]order.Product, error)
+	// QueueIDs lists the queues with products (the public catalog's index).
+	QueueIDs(ctx context.Context) ([]string, error)
 	UpsertProduct(ctx context.Context, p order.Product) (order.Product, bool, error)
 	BeginIdempotent(ctx context.Context, userID, key string) (order.IdempotentResult, bool, error)
 	// LookupIdempotent reads (userID, key)'s record without claiming it.
@@ -43,10 +45,11 @@ type Options struct {
 }
 
 type handler struct {
-	svc  *order.Service
-	repo Repo
-	log  *slog.Logger
-	m    *metrics
+	svc     *order.Service
+	repo    Repo
+	catalog *catalog
+	log     *slog.Logger
+	m       *metrics
 }
 
 // New returns the order-service's routes.
@@ -60,7 +63,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, repo: o.Repo, log: o.Log, m: newMetrics(o.Registry)}
+	h := &handler{svc: o.Service, repo: o.Repo, catalog: newCatalog(o.Repo), log: o.Log, m: newMetrics(o.Registry)}
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
 	api.POST("/orders", user, h.placeOrder)

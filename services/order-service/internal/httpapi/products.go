@@ -85,6 +85,7 @@ func (h *handler) putProduct(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	h.catalog.forget(p.QueueID)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -92,14 +93,15 @@ func (h *handler) putProduct(c *gin.Context) {
 	c.JSON(status, newProductView(p))
 }
 
-// listProducts: GET /api/v1/products?queueId=q, public (the waiting page shows them).
+// listProducts: GET /api/v1/products?queueId=q, public (the waiting page
+// shows them), answered from the catalog cache: up to a second old.
 func (h *handler) listProducts(c *gin.Context) {
 	q := c.Query("queueId")
 	if !queue.ValidID(q) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeValidation, "queueId query parameter: a valid queue id is required"))
 		return
 	}
-	ps, err := h.repo.Products(c, q)
+	ps, err := h.catalog.Products(c, q)
 	if err != nil {
 		h.fail(c, err)
 		return

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -317,23 +318,20 @@ func (s *stack) order(user, secret, product string, qty int, hdr ...string) resp
 		map[string]any{"queueId": s.q, "productId": product, "quantity": qty}, hdr...)
 }
 
+// stock reads a product's stock from the database itself (the public
+// list may be up to a second old).
 func (s *stack) stock(product string) int {
 	s.t.Helper()
-	r := s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil)
-	var v struct {
-		Products []struct {
-			ProductID string
-			Stock     int
-		}
+	raw, err := sql.Open("pgx", s.dbURL)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	_ = json.Unmarshal(r.body, &v)
-	for _, p := range v.Products {
-		if p.ProductID == product {
-			return p.Stock
-		}
+	defer raw.Close()
+	var n int
+	if err := raw.QueryRow(`SELECT stock FROM products WHERE id = $1 AND queue_id = $2`, product, s.q).Scan(&n); err != nil {
+		s.t.Fatalf("stock of %s: %v", product, err)
 	}
-	s.t.Fatalf("product %s not listed: %s", product, r.body)
-	return -1
+	return n
 }
 
 // commitDirectly commits an order the way a handler would have right before
