@@ -9,7 +9,9 @@
 # fuzzes one target per run). A failure does not stop the others; the
 # summary names each target's executions, corpus growth and result, and a
 # failing input (written under the package's testdata/fuzz/) with the
-# command that replays it. Exit status 1 when any target failed.
+# command that replays it. Exit status 1 when any target failed; the Go
+# toolchain's own end-of-run deadline race (go.dev/issue/75804) is reported
+# but is no failure.
 #
 # FUZZ_MATCH (a regexp) picks targets by name, e.g. FUZZ_MATCH=Order.
 set -uo pipefail
@@ -58,6 +60,14 @@ for t in "${targets[@]}"; do
 	execs="$(sed -nE 's/.*execs: ([0-9]+).*/\1/p' <<<"$last")"
 	grown="$(sed -nE 's/.*new interesting: ([0-9]+) \(total: ([0-9]+)\).*/+\1 of \2/p' <<<"$last")"
 	result=ok
+	# go1.26's coordinator may end a clean run with a bare "context
+	# deadline exceeded" when FUZZTIME runs out mid-call (go.dev/issue/75804,
+	# fixed in go1.27): no input failed, so it is not a finding.
+	if ((rc != 0)) && grep -A1 -E "^--- FAIL: ${name} \(" "$log" | grep -qxE '[[:space:]]+context deadline exceeded' &&
+		! grep -qE "Failing input written|--- FAIL: ${name}/" "$log"; then
+		rc=0
+		result="ok (ended by go.dev/issue/75804, no failing input)"
+	fi
 	if ((rc != 0)); then
 		failed=1
 		result=FAIL

@@ -35,7 +35,7 @@ var fuzzRoutes = []struct{ method, suffix string }{
 //     valid queue id;
 //   - a place in the {pow} line is only ever got with the fresh solution;
 //   - a solution that is not a real one is never let in, on any queue;
-//   - an accepted enter or position names the queue of the path.
+//   - an accepted enter, position or view names the queue of the path.
 func FuzzUserRoutes(f *testing.F) {
 	h := newHarness(f)
 	open := h.newQueue(nil)
@@ -133,10 +133,13 @@ func FuzzUserRoutes(f *testing.F) {
 			t.Fatalf("enter %q with solution %q, not a real one, got %d %s", q, rawSol, status, body)
 		}
 		if !refused && rt.method != http.MethodDelete && rt.suffix != "/challenge" {
+			// The id is the path's first segment after /queues/: an id
+			// like "{open}/position" makes the public view's path the
+			// position route's.
 			var v struct {
 				QueueID string `json:"queueId"`
 			}
-			if err := json.Unmarshal(body, &v); err != nil || v.QueueID != q {
+			if err := json.Unmarshal(body, &v); err != nil || v.QueueID != strings.SplitN(q, "/", 2)[0] {
 				t.Fatalf("%s %q: %d names queue %q (%v)", rt.method, q+rt.suffix, status, v.QueueID, err)
 			}
 		}
