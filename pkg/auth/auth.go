@@ -116,6 +116,10 @@ func NewVerifier(secret string, opts ...Option) (*Verifier, error) {
 	}
 	popts := []jwt.ParserOption{
 		jwt.WithValidMethods(methods),
+		// One spelling per token: lenient base64url would accept the last
+		// character of each part with other unused bits, so one token
+		// would fill several cache entries and dodge a block by its text.
+		jwt.WithStrictDecoding(),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(leeway),

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -129,14 +128,9 @@ func (h *handler) decodeOrder(c *gin.Context) (orderRequest, *problem.Problem) {
 		}
 		return req, problem.New(http.StatusBadRequest, problem.TypeBadRequest, "could not read the request body")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		msg := `the body must be {"queueId": "...", "productId": "...", "quantity": n}`
-		if err != nil {
-			msg += ": " + err.Error()
-		}
-		return req, problem.New(http.StatusBadRequest, problem.TypeValidation, msg)
+	if err := httpserver.DecodeStrict(raw, &req); err != nil {
+		return req, problem.New(http.StatusBadRequest, problem.TypeValidation,
+			`the body must be {"queueId": "...", "productId": "...", "quantity": n}: `+err.Error())
 	}
 	if errs := h.svc.Check(order.PlaceRequest{QueueID: req.QueueID, ProductID: req.ProductID, Quantity: req.Quantity}); len(errs) > 0 {
 		fe := make([]problem.FieldError, len(errs))

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"unicode/utf8"
@@ -52,9 +50,7 @@ func (h *handler) putProduct(c *gin.Context) {
 		return
 	}
 	var req productRequest
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
+	if err := httpserver.DecodeStrict(raw, &req); err != nil {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeValidation,
 			`the body must be {"queueId","name","stock","priceCents"}`))
 		return

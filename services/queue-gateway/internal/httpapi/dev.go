@@ -1,14 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 )
 
@@ -26,13 +25,8 @@ func (h *handler) devToken(c *gin.Context) {
 		return
 	}
 	var req devTokenRequest
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil || dec.More() {
-		msg := "the body must be {\"userId\": \"...\", \"role\": \"admin\"?}"
-		if err != nil {
-			msg += ": " + err.Error()
-		}
+	if err := httpserver.DecodeStrict(body, &req); err != nil {
+		msg := "the body must be {\"userId\": \"...\", \"role\": \"admin\"?}: " + err.Error()
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeBadRequest, msg))
 		return
 	}
