@@ -1,29 +1,18 @@
 package wire
 
 import (
-	"database/sql"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
-
-	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-// rows counts the idempotency rows a user left in the order database.
+// idempotencyRows counts the idempotency rows a user left in the order
+// database.
 func (s *stack) idempotencyRows(user string) int {
 	s.t.Helper()
-	raw, err := sql.Open("pgx", s.dbURL)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer raw.Close()
-	var n int
-	if err := raw.QueryRow(`SELECT count(*) FROM idempotency WHERE user_id = $1`, user).Scan(&n); err != nil {
-		s.t.Fatal(err)
-	}
-	return n
+	return s.queryInt(`SELECT count(*) FROM idempotency WHERE user_id = $1`, user)
 }
 
 // One logged-in user sends junk X-Entry-Tokens at 200/s while admitted

@@ -322,14 +322,20 @@ func (s *stack) order(user, secret, product string, qty int, hdr ...string) resp
 // list may be up to a second old).
 func (s *stack) stock(product string) int {
 	s.t.Helper()
+	return s.queryInt(`SELECT stock FROM products WHERE id = $1 AND queue_id = $2`, product, s.q)
+}
+
+// queryInt runs a query with one integer answer on the service's database.
+func (s *stack) queryInt(query string, args ...any) int {
+	s.t.Helper()
 	raw, err := sql.Open("pgx", s.dbURL)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer raw.Close()
 	var n int
-	if err := raw.QueryRow(`SELECT stock FROM products WHERE id = $1 AND queue_id = $2`, product, s.q).Scan(&n); err != nil {
-		s.t.Fatalf("stock of %s: %v", product, err)
+	if err := raw.QueryRow(query, args...).Scan(&n); err != nil {
+		s.t.Fatalf("%s %v: %v", query, args, err)
 	}
 	return n
 }
