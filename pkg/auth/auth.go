@@ -15,11 +15,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // DevSecret is the fixed, public key used when AUTH_DEV_MODE is on and no
@@ -35,8 +36,6 @@ const MinSecretBytes = 32
 // DefaultMaxTokenAge is the longest token lifetime accepted unless
 // WithMaxTokenAge says otherwise.
 const DefaultMaxTokenAge = 24 * time.Hour
-
-var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@|-]{1,128}$`)
 
 // Errors returned by Verify.
 var (
@@ -59,8 +58,10 @@ type Principal struct {
 // IsAdmin reports whether the caller may use the admin API.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
 
-// ValidUserID reports whether id is an acceptable user id (JWT sub).
-func ValidUserID(id string) bool { return userIDPattern.MatchString(id) }
+// ValidUserID reports whether id is an acceptable user id (JWT sub). The
+// rule is queue.ValidUserID, the one the domain checks too; a token whose
+// sub breaks it is refused.
+func ValidUserID(id string) bool { return queue.ValidUserID(id) }
 
 // Verifier checks tokens and mints them in dev mode.
 type Verifier struct {

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,33 +11,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-// userIDByHand is the documented user id rule spelled out byte by byte,
-// apart from the regular expression ValidUserID uses: 1 to 128 bytes of
-// A-Z, a-z, 0-9 and _ . : @ | - ('|' for Auth0's "auth0|..." subjects).
-func userIDByHand(id string) bool {
-	if len(id) < 1 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:@|-", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
-// FuzzValidUserID: ValidUserID agrees with the rule spelled out by hand;
-// an accepted id holds nothing that would break the Redis keys it ends
-// (braces, spaces, control bytes) and round-trips through a
-// token: minted as sub, it verifies back to the same id. A refused id
-// cannot be minted.
-func FuzzValidUserID(f *testing.F) {
+// FuzzMintUserID: a token is minted exactly for the ids the user id rule
+// (queue.ValidUserID, fuzzed in pkg/queue) accepts, and verifies back to
+// the same id; a refused id cannot be minted, so no token carries one.
+func FuzzMintUserID(f *testing.F) {
 	for _, s := range []string{
-		"alice", "user@example.com", "a:b.c_d-e", "U", strings.Repeat("U", 128), strings.Repeat("U", 129),
-		"", " ", "alice\n", "al ice", "{alice}", "a|b", "ålice", "alice\x00", "\xff", "a/b", "K",
+		"alice", "user@example.com", "a|b", strings.Repeat("U", 128), strings.Repeat("U", 129),
+		"", "al ice", "{alice}", "ålice", "alice\x00", "a/b",
 	} {
 		f.Add(s)
 	}
@@ -47,9 +30,9 @@ func FuzzValidUserID(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		ok := ValidUserID(id)
-		if ok != userIDByHand(id) {
-			t.Fatalf("ValidUserID(%q) = %v, the documented rule says %v", id, ok, !ok)
+		ok := queue.ValidUserID(id)
+		if ValidUserID(id) != ok {
+			t.Fatalf("auth.ValidUserID(%q) = %v, queue.ValidUserID says %v", id, !ok, ok)
 		}
 		tok, err := v.Mint(id, "", time.Hour)
 		if !ok {
@@ -57,12 +40,6 @@ func FuzzValidUserID(f *testing.F) {
 				t.Fatalf("Mint(%q) made a token for an invalid user id", id)
 			}
 			return
-		}
-		if strings.ContainsAny(id, "{} \t\r\n") {
-			t.Fatalf("valid user id %q holds a character Redis keys or records split on", id)
-		}
-		if b, _ := json.Marshal(id); string(b) != `"`+id+`"` {
-			t.Fatalf("valid user id %q is escaped in JSON: %s", id, b)
 		}
 		if err != nil {
 			t.Fatalf("Mint(%q): %v", id, err)

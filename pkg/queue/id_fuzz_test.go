@@ -62,3 +62,47 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+// userIDByHand is the documented user id rule spelled out byte by byte,
+// apart from the regular expression ValidUserID uses: 1 to 128 bytes of
+// A-Z, a-z, 0-9 and _ . : @ | - ('|' for Auth0's "auth0|..." subjects).
+func userIDByHand(id string) bool {
+	if len(id) < 1 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("_.:@|-", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzValidUserID: ValidUserID agrees with the rule spelled out by hand,
+// and an accepted id holds nothing that would break the Redis keys it
+// ends (braces, spaces, control bytes) or be escaped in JSON. pkg/auth's
+// FuzzMintUserID checks that tokens carry exactly these ids.
+func FuzzValidUserID(f *testing.F) {
+	for _, s := range []string{
+		"alice", "user@example.com", "a:b.c_d-e", "U", strings.Repeat("U", 128), strings.Repeat("U", 129),
+		"", " ", "alice\n", "al ice", "{alice}", "a|b", "ålice", "alice\x00", "\xff", "a/b", "K",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		ok := ValidUserID(id)
+		if ok != userIDByHand(id) {
+			t.Fatalf("ValidUserID(%q) = %v, the documented rule says %v", id, ok, !ok)
+		}
+		if !ok {
+			return
+		}
+		if strings.ContainsAny(id, "{} \t\r\n") {
+			t.Fatalf("valid user id %q holds a character Redis keys or records split on", id)
+		}
+		if b, _ := json.Marshal(id); string(b) != `"`+id+`"` {
+			t.Fatalf("valid user id %q is escaped in JSON: %s", id, b)
+		}
+	})
+}

@@ -42,6 +42,14 @@ var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 // Redis hash tag {id} is always the whole id.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
+var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@|-]{1,128}$`)
+
+// ValidUserID reports whether id is an acceptable user id: the sub claim of
+// a token, the member of a line, the buyer of an order. 1 to 128 bytes of
+// A-Z, a-z, 0-9 and _ . : @ | - ('|' for Auth0's "auth0|..." subjects):
+// nothing that would break the Redis keys and log lines it ends up in.
+func ValidUserID(id string) bool { return userIDPattern.MatchString(id) }
+
 // State is a queue's operating state.
 type State string
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -163,7 +162,7 @@ func (s *Service) Check(r PlaceRequest) []queue.FieldError {
 // limit is used up. So junk from one login cannot use up the queue's
 // limit, and buyers behind it are not locked out.
 func (s *Service) Screen(ctx context.Context, r PlaceRequest) error {
-	if !auth.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
+	if !queue.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
 		return ErrInvalidRequest
 	}
 	chk := queue.TokenCheck{State: queue.TokenInvalid}
@@ -212,7 +211,7 @@ func (s *Service) charge(ctx context.Context, l Limiter, key string, perUser boo
 // failure, after which the dispatcher restores the token (restorable) or
 // frees the slot.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
-	if !auth.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
+	if !queue.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
 		return Order{}, ErrInvalidRequest
 	}
 	if r.Token == "" {

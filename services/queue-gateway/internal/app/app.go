@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -64,7 +63,7 @@ func checkIDs(q, user string) error {
 	if !queue.ValidID(q) {
 		return ErrInvalidQueueID
 	}
-	if !auth.ValidUserID(user) {
+	if !queue.ValidUserID(user) {
 		return ErrInvalidUserID
 	}
 	return nil
