@@ -79,8 +79,13 @@ func New(addr string, h http.Handler, log *slog.Logger, o Options) (*Server, err
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
 // Close releases the listener of a server that is not serving: a start-up
-// that failed after binding it.
-func (s *Server) Close() error { return s.ln.Close() }
+// that failed after binding it. After Serve it does nothing.
+func (s *Server) Close() error {
+	if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		return err
+	}
+	return nil
+}
 
 // Serve serves until ctx is done, then stops accepting, lets in-flight requests
 // finish within the shutdown timeout, and returns.

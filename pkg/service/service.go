@@ -39,11 +39,18 @@ type Configured[C any] interface {
 	PprofAddress() string
 }
 
+// Runner is a wired service: its constructor bound the listeners and made
+// the connections; Run runs its components until ctx ends.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
 // Run loads C from the environment, builds the service's JSON logger (and
 // routes go-redis's own log lines to it), starts the profiling server when
-// PPROF_ADDR is set, then calls serve. (PPROF_ENABLED, the other way to
-// profile, mounts pprof on the ops listener, which serve builds.)
-func Run[C any, P Configured[C]](ctx context.Context, name string, serve func(context.Context, C, *slog.Logger) error) error {
+// PPROF_ADDR is set, then builds the service with newService and runs it.
+// (PPROF_ENABLED, the other way to profile, mounts pprof on the ops
+// listener, which the service builds.)
+func Run[C any, P Configured[C], R Runner](ctx context.Context, name string, newService func(context.Context, C, *slog.Logger) (R, error)) error {
 	var cfg C
 	if err := config.Load(P(&cfg)); err != nil {
 		return err
@@ -60,7 +67,11 @@ func Run[C any, P Configured[C]](ctx context.Context, name string, serve func(co
 		}
 		defer stop()
 	}
-	return serve(ctx, cfg, log)
+	s, err := newService(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	return s.Run(ctx)
 }
 
 // servePprof serves /debug/pprof/ on addr until stop is called. The

@@ -19,6 +19,18 @@ type testConfig struct {
 	config.Log
 }
 
+// runFunc is a Runner made of a function.
+type runFunc func(context.Context) error
+
+func (f runFunc) Run(ctx context.Context) error { return f(ctx) }
+
+// serving makes a service constructor of a serve function.
+func serving(serve func(context.Context, testConfig, *slog.Logger) error) func(context.Context, testConfig, *slog.Logger) (runFunc, error) {
+	return func(_ context.Context, cfg testConfig, log *slog.Logger) (runFunc, error) {
+		return func(ctx context.Context) error { return serve(ctx, cfg, log) }, nil
+	}
+}
+
 func get(url string) (int, string, error) {
 	c := http.Client{Timeout: 5 * time.Second}
 	res, err := c.Get(url)
@@ -35,7 +47,7 @@ func TestRunServesPprofOnItsOwnAddressWhileServing(t *testing.T) {
 	t.Setenv("PPROF_ADDR", addr)
 	t.Setenv("LOG_LEVEL", "error")
 	served := 0
-	err := Run(context.Background(), "pprof-test", func(_ context.Context, cfg testConfig, _ *slog.Logger) error {
+	err := Run(context.Background(), "pprof-test", serving(func(_ context.Context, cfg testConfig, _ *slog.Logger) error {
 		served++
 		if cfg.PprofAddr != addr {
 			return fmt.Errorf("PprofAddr %q, want %q", cfg.PprofAddr, addr)
@@ -51,7 +63,7 @@ func TestRunServesPprofOnItsOwnAddressWhileServing(t *testing.T) {
 			return fmt.Errorf("a non-pprof path on the pprof port: %d %v, want 404", code, err)
 		}
 		return nil
-	})
+	}))
 	if err != nil || served != 1 {
 		t.Fatalf("Run = %v after %d serve calls, want nil after 1", err, served)
 	}
@@ -71,7 +83,7 @@ func TestRunFailsWhenThePprofAddressIsTaken(t *testing.T) {
 	t.Setenv("PPROF_ADDR", ln.Addr().String())
 	t.Setenv("LOG_LEVEL", "error")
 	served := 0
-	err = Run(context.Background(), "pprof-test", func(context.Context, testConfig, *slog.Logger) error { served++; return nil })
+	err = Run(context.Background(), "pprof-test", serving(func(context.Context, testConfig, *slog.Logger) error { served++; return nil }))
 	if err == nil || !strings.Contains(err.Error(), "PPROF_ADDR") || served != 0 {
 		t.Fatalf("Run = %v after %d serve calls, want a PPROF_ADDR error before serving", err, served)
 	}
@@ -81,13 +93,13 @@ func TestRunWithoutPprofAddressServes(t *testing.T) {
 	t.Setenv("PPROF_ADDR", "")
 	t.Setenv("LOG_LEVEL", "error")
 	served := 0
-	err := Run(context.Background(), "pprof-test", func(_ context.Context, cfg testConfig, _ *slog.Logger) error {
+	err := Run(context.Background(), "pprof-test", serving(func(_ context.Context, cfg testConfig, _ *slog.Logger) error {
 		served++
 		if cfg.PprofAddress() != "" {
 			return fmt.Errorf("PprofAddress %q, want off", cfg.PprofAddress())
 		}
 		return nil
-	})
+	}))
 	if err != nil || served != 1 {
 		t.Fatalf("Run = %v after %d serve calls, want nil after 1", err, served)
 	}

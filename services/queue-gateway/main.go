@@ -4,7 +4,7 @@ package main
 
 import (
 	"github.com/waitingroom/waitingroom/pkg/service"
-	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/gateway"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/wire"
 )
 
-func main() { service.Main("queue-gateway", gateway.Run) }
+func main() { service.Main("queue-gateway", wire.Run) }

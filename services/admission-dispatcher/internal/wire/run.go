@@ -2,10 +2,8 @@ package wire
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,23 +18,36 @@ import (
 
 // Run loads the configuration from the environment and runs until ctx ends.
 func Run(ctx context.Context) error {
-	return service.Run(ctx, "admission-dispatcher", Serve)
+	return service.Run(ctx, "admission-dispatcher", New)
 }
 
-// Serve wires the dispatcher and runs it until ctx ends. On the way out it
-// stops admitting and releases every lease it holds (a standby takes over
-// within a tick), stops consuming, then closes its connections.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+// Service is a wired dispatcher: connected, its ops listener bound.
+type Service struct {
+	group *service.Group
+	ops   *httpserver.Server
+}
+
+// New connects the dispatcher and binds its ops listener. Run runs it; on
+// the way out it stops admitting and releases every lease it holds (a
+// standby takes over within a tick), stops consuming, then closes its
+// connections.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
+	g := service.NewGroup(log)
+	defer func() {
+		if err != nil {
+			_ = g.Close()
+		}
+	}()
 	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.DispatcherScripts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rdb.Close()
+	g.Defer("redis", rdb.Close)
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/admission-dispatcher", Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
+	g.Defer("rabbitmq", conn.Close)
 
 	reg := prometheus.NewRegistry()
 	m := dispatch.NewMetrics(reg)
@@ -45,45 +56,32 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	health := httpserver.NewHealth(map[string]httpserver.Check{
 		"redis":    store.Ping,
 		"rabbitmq": func(context.Context) error { return conn.Healthy() },
 	})
-	srv, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
+	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		return fmt.Errorf("dispatcher: %w", err)
+		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
+	g.Defer("ops listener", ops.Close)
 	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog)
 
-	work, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	wg.Go(func() { errs <- d.Run(work) })
-	h := restore.NewHandler(store, m, log)
-	wg.Go(func() {
-		errs <- conn.Consume(work, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), h.Handle)
+	restorer := restore.NewHandler(store, m, log)
+	g.OnDrain(health.Drain)
+	g.Go("admission", d.Run)
+	g.Go("order-failed consumer", func(ctx context.Context) error {
+		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), restorer.Handle)
 	})
-	wg.Go(func() { errs <- srv.Serve(work) })
-
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down: releasing leases")
-		health.Drain()
-	case err := <-errs:
-		log.Error("component stopped", "err", err)
-	}
-	stop()
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		if err != nil {
-			all = append(all, err)
-		}
-	}
-	return errors.Join(all...)
+	g.Go("ops listener", ops.Serve)
+	return &Service{group: g, ops: ops}, nil
 }
+
+// OpsAddr is the bound ops listener's address.
+func (s *Service) OpsAddr() string { return s.ops.Addr() }
+
+// Run runs the dispatcher until ctx ends or a component fails.
+func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }

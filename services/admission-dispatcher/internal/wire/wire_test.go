@@ -84,7 +84,11 @@ func (s *stack) listen() {
 func (s *stack) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	svc, err := New(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		s.t.Fatalf("dispatcher did not start: %v", err)
+	}
+	go func() { done <- svc.Run(ctx) }()
 	s.t.Cleanup(func() {
 		cancel()
 		select {

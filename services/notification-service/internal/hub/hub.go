@@ -16,6 +16,9 @@ import (
 var (
 	ErrIPCap   = errors.New("hub: too many open streams from this client address")
 	ErrUserCap = errors.New("hub: too many open streams for this user")
+	// ErrShut: the hub was shut (the service is stopping); the client
+	// reconnects to another replica.
+	ErrShut = errors.New("hub: shut, the service is stopping")
 )
 
 // Message is one Server-Sent Event.
@@ -71,6 +74,7 @@ type Hub struct {
 	perIP   map[string]int // by clientkey.Of
 	perUser map[string]int // over all queues
 	total   int
+	shut    bool
 }
 
 // Option tunes a Hub.
@@ -110,6 +114,9 @@ func (h *Hub) Open(queue, user, ip string) (*Stream, error) {
 	client := clientkey.Of(ip, h.ipv6Bits)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.shut {
+		return nil, ErrShut
+	}
 	if h.maxPerIP > 0 && h.perIP[client] >= h.maxPerIP {
 		return nil, ErrIPCap
 	}
@@ -211,7 +218,17 @@ func (h *Hub) Streams(queue, user string) []*Stream {
 	return out
 }
 
-// CloseAll drops every stream (shutdown).
+// Shut drops every stream and refuses new ones (ErrShut): the service is
+// stopping, and its streams never end on their own. EventSource reconnects
+// to another replica.
+func (h *Hub) Shut() {
+	h.mu.Lock()
+	h.shut = true
+	h.mu.Unlock()
+	h.CloseAll()
+}
+
+// CloseAll drops every stream.
 func (h *Hub) CloseAll() {
 	h.mu.RLock()
 	var all []*Stream

@@ -43,6 +43,10 @@ func (s *Service) Handle(c *gin.Context) {
 	}
 	stream, err := s.hub.Open(q, p.UserID, c.ClientIP())
 	switch {
+	case errors.Is(err, hub.ErrShut):
+		s.reject(c, "shutting_down", problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+			"this replica is stopping; connect again").WithRetryAfter(time.Second))
+		return
 	case errors.Is(err, hub.ErrUserCap):
 		s.reject(c, "user_cap", problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many open streams for this user").WithRetryAfter(10*time.Second))

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,28 +19,41 @@ import (
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	return service.Run(ctx, "notification-service", func(ctx context.Context, cfg Config, log *slog.Logger) error {
-		return Serve(ctx, cfg, log, nil)
-	})
+	return service.Run(ctx, "notification-service", New)
 }
 
-// Serve wires the service and serves until ctx ends; ready, if set, gets
-// the bound API and ops addresses.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, ops string)) error {
+// Service is a wired notification-service: connected, its listeners bound.
+type Service struct {
+	group    *service.Group
+	api, ops *httpserver.Server
+}
+
+// New connects the notification-service and binds its listeners; Run
+// serves. On the way out it refuses new streams and drops the open ones
+// (they never end on their own; EventSource reconnects to another
+// replica), then the servers shut down.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
+	g := service.NewGroup(log)
+	defer func() {
+		if err != nil {
+			_ = g.Close()
+		}
+	}()
 	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	g.Defer("token verifier", func() error { ver.Close(); return nil })
 	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rdb.Close()
+	g.Defer("redis", rdb.Close)
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/notification-service", Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
+	g.Defer("rabbitmq", conn.Close)
 
 	reg := prometheus.NewRegistry()
 	var m *stream.Metrics
@@ -63,51 +74,37 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	api.Register(e, ver, svc)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
-	srv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	apiSrv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		return fmt.Errorf("notification-service: %w", err)
+		return nil, fmt.Errorf("notification-service: %w", err)
 	}
+	g.Defer("api listener", apiSrv.Close)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("notification-service: %w", err)
+		return nil, fmt.Errorf("notification-service: %w", err)
 	}
-	if ready != nil {
-		ready(srv.Addr(), ops.Addr())
-	}
+	g.Defer("ops listener", ops.Close)
 
-	work, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Go(func() { errs <- srv.Serve(work) })
-	wg.Go(func() { errs <- ops.Serve(work) })
-	wg.Go(func() { _ = conn.Consume(work, tokenEvents(), handle(svc)) })
-	wg.Go(func() { svc.RunPositions(work) })
-	select {
-	case <-ctx.Done():
-		health.Drain()
-	case err = <-errs:
-		log.Error("http server stopped", "err", err)
-	}
-	// Streams never end on their own: keep dropping them while the server
-	// shuts down, so its graceful shutdown does not wait out its timeout;
-	// EventSource reconnects to another replica.
-	stop()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for {
-		h.CloseAll()
-		select {
-		case <-done:
-			return err
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	g.OnDrain(health.Drain)
+	g.OnDrain(h.Shut)
+	g.Go("api listener", apiSrv.Serve)
+	g.Go("ops listener", ops.Serve)
+	g.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
+	g.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
+	return &Service{group: g, api: apiSrv, ops: ops}, nil
 }
+
+// Addr is the bound API listener's address.
+func (s *Service) Addr() string { return s.api.Addr() }
+
+// OpsAddr is the bound ops listener's address.
+func (s *Service) OpsAddr() string { return s.ops.Addr() }
+
+// Run serves until ctx ends or a component fails.
+func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }

@@ -29,17 +29,14 @@ const secret = "notify-test-secret-0123456789abcdef-xyz"
 func replica(t testing.TB, cfg Config) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addr, done := make(chan string, 1), make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a, _ string) { addr <- a })
-	}()
-	var url string
-	select {
-	case a := <-addr:
-		url = "http://" + a
-	case err := <-done:
+	svc, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
 		t.Fatalf("replica did not start: %v", err)
 	}
+	url := "http://" + svc.Addr()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

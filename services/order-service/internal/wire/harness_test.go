@@ -140,19 +140,14 @@ func hostPort(url string) string {
 
 func (s *stack) start() {
 	ctx, cancel := context.WithCancel(context.Background())
-	addr := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(api, ops string) { addr <- [2]string{api, ops} })
-	}()
-	select {
-	case a := <-addr:
-		s.url, s.ops = "http://"+a[0], "http://"+a[1]
-	case err := <-done:
+	svc, err := New(ctx, s.cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
 		s.t.Fatalf("order-service did not start: %v", err)
-	case <-time.After(30 * time.Second):
-		s.t.Fatal("order-service did not start within 30s")
 	}
+	s.url, s.ops = "http://"+svc.Addr(), "http://"+svc.OpsAddr()
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
 	s.t.Cleanup(func() {
 		cancel()
 		select {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,36 +23,47 @@ import (
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	return service.Run(ctx, "order-service", func(ctx context.Context, cfg Config, log *slog.Logger) error {
-		return Serve(ctx, cfg, log, nil)
-	})
+	return service.Run(ctx, "order-service", New)
 }
 
-// Serve wires the order-service and serves until ctx ends. ready, if not
-// nil, receives the bound API and ops addresses once the service listens.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, ops string)) error {
+// Service is a wired order-service: connected, its listeners bound.
+type Service struct {
+	group    *service.Group
+	api, ops *httpserver.Server
+}
+
+// New connects the order-service (waiting for its database up to
+// STARTUP_TIMEOUT) and binds its listeners; Run serves.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: the public dev secret is accepted; never run this in production")
 	}
+	g := service.NewGroup(log)
+	defer func() {
+		if err != nil {
+			_ = g.Close()
+		}
+	}()
 	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	g.Defer("token verifier", func() error { ver.Close(); return nil })
 	db, err := openDB(ctx, cfg, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer db.Close()
+	g.Defer("postgres", db.Close)
 	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.OrderScripts...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer rdb.Close()
+	g.Defer("redis", rdb.Close)
 	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/order-service", Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Close()
+	g.Defer("rabbitmq", conn.Close)
 	pub := publisher{pub: conn.Publisher()}
 
 	reg := prometheus.NewRegistry()
@@ -61,18 +71,18 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 	var limits order.Limits
 	if cfg.OrderRateLimitPerQueue > 0 {
 		if limits.Queue, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.OrderRateLimitPerUser > 0 {
 		if limits.User, err = redisstore.NewRateLimiter(rdb, "wr:order:user:", cfg.OrderRateLimitPerUser); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	svc, err := order.New(countedTokens{Tokens: store, consumed: m.consumed}, timedRepo{Repo: db, tx: m.tx}, pub, limits, log,
 		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var declared atomic.Bool
 	health := httpserver.NewHealth(map[string]httpserver.Check{
@@ -93,57 +103,60 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, ready func(api, op
 	})
 	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	srv, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	api, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		return fmt.Errorf("order-service: %w", err)
+		return nil, fmt.Errorf("order-service: %w", err)
 	}
+	g.Defer("api listener", api.Close)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("order-service: %w", err)
+		return nil, fmt.Errorf("order-service: %w", err)
 	}
-	if ready != nil {
-		ready(srv.Addr(), ops.Addr())
-	}
+	g.Defer("ops listener", ops.Close)
 
-	work, stop := context.WithCancel(context.WithoutCancel(ctx))
-	defer stop()
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	wg.Go(func() { errs <- srv.Serve(work) })
-	wg.Go(func() { errs <- ops.Serve(work) })
-	wg.Go(func() {
-		if declareOrderFailed(work, conn, cfg, log) {
+	g.OnDrain(health.Drain)
+	g.Go("api listener", api.Serve)
+	g.Go("ops listener", ops.Serve)
+	g.Task("declare the OrderFailed queue", func(ctx context.Context) error {
+		if declareOrderFailed(ctx, conn, cfg, log) {
 			declared.Store(true)
 		}
+		return nil
 	})
-	wg.Go(func() { order.RelayLoop(work, db, pub, log, func(n int64) { m.backlog.Set(float64(n)) }) })
-	wg.Go(func() {
-		svc.ReapLoop(work, cfg.ReapInterval, func(r order.ReapResult) {
+	g.Go("outbox relay", func(ctx context.Context) error {
+		order.RelayLoop(ctx, db, pub, log, func(n int64) { m.backlog.Set(float64(n)) })
+		return nil
+	})
+	g.Go("reaper", func(ctx context.Context) error {
+		svc.ReapLoop(ctx, cfg.ReapInterval, func(r order.ReapResult) {
 			m.reaped.WithLabelValues("settled").Add(float64(r.Settled))
 			m.reaped.WithLabelValues("abandoned").Add(float64(r.Abandoned))
 		})
+		return nil
 	})
-	wg.Go(func() {
-		order.PruneLoop(work, db, order.Retention{Outbox: cfg.OutboxRetention, IdempotencyKeys: cfg.IdempotencyKeyRetention,
+	// A task: with both retentions off there is nothing to prune.
+	g.Task("retention", func(ctx context.Context) error {
+		order.PruneLoop(ctx, db, order.Retention{Outbox: cfg.OutboxRetention, IdempotencyKeys: cfg.IdempotencyKeyRetention,
 			Every: cfg.RetentionInterval, Batch: 1000}, log, func(p order.Pruned) {
 			m.pruned.WithLabelValues("outbox").Add(float64(p.Outbox))
 			m.pruned.WithLabelValues("idempotency").Add(float64(p.Idempotency))
 		})
+		return nil
 	})
-	select {
-	case <-ctx.Done():
-		health.Drain()
-	case err = <-errs:
-		log.Error("http server stopped", "err", err)
-	}
-	stop()
-	wg.Wait()
-	return err
+	return &Service{group: g, api: api, ops: ops}, nil
 }
+
+// Addr is the bound API listener's address; OpsAddr the ops listener's.
+func (s *Service) Addr() string { return s.api.Addr() }
+
+// OpsAddr is the bound ops listener's address.
+func (s *Service) OpsAddr() string { return s.ops.Addr() }
+
+// Run serves until ctx ends or a component fails.
+func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }
 
 // openDB opens Postgres, retrying while it is not up yet (a pod may start
 // before its database), so a restart storm is not needed to recover.

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"context"
@@ -62,12 +62,12 @@ func TestServerServesAndShutsDownGracefully(t *testing.T) {
 	cfg.DevMode = true
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := NewServer(ctx, cfg, log)
+	srv, err := New(ctx, cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
+	go func() { done <- srv.Run(ctx) }()
 
 	for _, c := range []struct {
 		addr, path string

@@ -1,5 +1,5 @@
-// Package gateway wires the queue-gateway together from its configuration.
-package gateway
+// Package wire wires the queue-gateway together from its configuration.
+package wire
 
 import (
 	"errors"

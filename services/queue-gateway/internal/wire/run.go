@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"context"
@@ -17,37 +17,38 @@ import (
 
 // Run loads the configuration from the environment and serves until ctx ends.
 func Run(ctx context.Context) error {
-	return service.Run(ctx, "queue-gateway", func(ctx context.Context, cfg Config, log *slog.Logger) error {
-		srv, err := NewServer(ctx, cfg, log)
-		if err != nil {
-			return err
-		}
-		return srv.Serve(ctx)
-	})
+	return service.Run(ctx, "queue-gateway", New)
 }
 
-// Server is a wired gateway, listening on its API port and its ops listener.
-type Server struct {
-	http   *httpserver.Server
-	ops    *httpserver.Server
-	health *httpserver.Health
-	closer func() error
+// Service is a wired gateway, listening on its API port and its ops
+// listener.
+type Service struct {
+	group    *service.Group
+	api, ops *httpserver.Server
 }
 
-// NewServer wires the gateway and binds its listener. Redis need not be up:
-// the client connects lazily and the gateway answers 503 until it is.
-func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, error) {
+// New wires the gateway and binds its listeners. Redis need not be up: the
+// client connects lazily and the gateway answers 503 until it is.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
 	if cfg.DevMode {
 		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
 	}
+	g := service.NewGroup(log)
+	defer func() {
+		if err != nil {
+			_ = g.Close()
+		}
+	}()
 	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
 	if err != nil {
 		return nil, err
 	}
+	g.Defer("token verifier", func() error { ver.Close(); return nil })
 	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
 	if err != nil {
 		return nil, err
 	}
+	g.Defer("redis", rdb.Close)
 	signer, err := cfg.challengeSigner()
 	if err != nil {
 		return nil, err
@@ -84,54 +85,33 @@ func NewServer(ctx context.Context, cfg Config, log *slog.Logger) (*Server, erro
 		Page:             &page,
 	})
 	if err != nil {
-		_ = rdb.Close()
 		return nil, err
 	}
-	hs, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	api, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		_ = rdb.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.Defer("api listener", api.Close)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
 	if err != nil {
-		_ = hs.Close()
-		_ = rdb.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	return &Server{http: hs, ops: ops, health: health, closer: rdb.Close}, nil
+	g.Defer("ops listener", ops.Close)
+
+	// Readiness fails first, then in-flight requests finish, then the Redis
+	// client closes.
+	g.OnDrain(health.Drain)
+	g.Go("api listener", api.Serve)
+	g.Go("ops listener", ops.Serve)
+	return &Service{group: g, api: api, ops: ops}, nil
 }
 
 // Addr is the bound API address.
-func (s *Server) Addr() string { return s.http.Addr() }
+func (s *Service) Addr() string { return s.api.Addr() }
 
 // OpsAddr is the bound ops listener's address.
-func (s *Server) OpsAddr() string { return s.ops.Addr() }
+func (s *Service) OpsAddr() string { return s.ops.Addr() }
 
-// Serve serves the API port and the ops listener until ctx ends: readiness
-// fails first, then in-flight requests finish, then the Redis client closes.
-// Either listener failing stops both.
-func (s *Server) Serve(ctx context.Context) error {
-	sctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-ctx.Done():
-			s.health.Drain()
-			cancel()
-		case <-sctx.Done():
-		}
-	}()
-	errs := make(chan error, 2)
-	go func() { errs <- s.http.Serve(sctx) }()
-	go func() { errs <- s.ops.Serve(sctx) }()
-	err := <-errs
-	cancel()
-	if oerr := <-errs; err == nil {
-		err = oerr
-	}
-	if cerr := s.closer(); err == nil && cerr != nil {
-		err = cerr
-	}
-	return err
-}
+// Run serves until ctx ends or a listener fails.
+func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }

@@ -1,4 +1,4 @@
-package gateway
+package wire
 
 import (
 	"context"
@@ -39,12 +39,12 @@ func TestWiredEnterLimitCountsByTheConfiguredPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := NewServer(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
+	go func() { done <- srv.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
