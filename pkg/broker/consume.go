@@ -7,6 +7,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/waitingroom/waitingroom/pkg/broker/topology"
 )
 
 // Result is a handler's verdict on a delivery.
@@ -35,30 +37,14 @@ type Delivery struct {
 	DeliveryCount int64
 }
 
-// QueueSpec describes the queue a Consume call declares and reads.
-type QueueSpec struct {
-	// Name of the queue; "" means a server-named, exclusive, auto-delete
-	// queue (each replica its own: fan-out). Such a queue lives as long as
-	// the connection: events published while reconnecting are not seen.
-	Name string
-	// Bindings are routing-key patterns on Options.Exchange. At least one.
-	Bindings []string
-	// Quorum makes it a durable quorum queue (x-queue-type quorum); without
-	// it a named queue is classic and durable. Ignored for Name == "".
-	Quorum bool
-	// DeliveryLimit is the quorum x-delivery-limit, default 5 when Quorum:
-	// a message returned more often is dead-lettered.
-	DeliveryLimit int
-	// DeadLetter declares "<Name>.dlq" (quorum, durable) bound to
-	// "<Exchange>.dlx" with key <Name>, and points the queue's
-	// x-dead-letter-exchange / x-dead-letter-routing-key there.
-	DeadLetter bool
-	// Prefetch is basic.qos and the number of concurrent handler calls;
-	// default 32.
-	Prefetch int
-}
+// QueueSpec describes the queue a Consume or Declare call declares: see
+// topology.Queue for its fields. It is that type, so a package can
+// describe a queue (pkg/events: the OrderFailed queue) without importing
+// the AMQP client.
+type QueueSpec = topology.Queue
 
-func (s QueueSpec) check() (QueueSpec, error) {
+// checkSpec validates s and fills in its defaults.
+func checkSpec(s QueueSpec) (QueueSpec, error) {
 	switch {
 	case len(s.Bindings) == 0:
 		return s, errors.New("broker: QueueSpec needs at least one binding")
@@ -90,7 +76,7 @@ func (s QueueSpec) check() (QueueSpec, error) {
 // error only for a bad spec (including one that conflicts with the existing
 // queue's arguments), or ErrClosed when called after Close.
 func (c *Conn) Consume(ctx context.Context, spec QueueSpec, h func(context.Context, Delivery) Result) error {
-	spec, err := spec.check()
+	spec, err := checkSpec(spec)
 	if err != nil {
 		return err
 	}

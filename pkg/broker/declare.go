@@ -15,7 +15,7 @@ func (c *Conn) Declare(ctx context.Context, spec QueueSpec) error {
 	if spec.Name == "" {
 		return errors.New("broker: Declare needs a queue name")
 	}
-	spec, err := spec.check()
+	spec, err := checkSpec(spec)
 	if err != nil {
 		return err
 	}

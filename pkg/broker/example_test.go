@@ -15,7 +15,7 @@ import (
 // quorum queue; /readyz calls Healthy.
 func Example() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	conn, err := broker.New("amqp://guest:guest@localhost:5672/", broker.Options{Source: "/admission-dispatcher", Log: log})
+	conn, err := broker.New("amqp://guest:guest@localhost:5672/", broker.Options{Source: "/billing", Log: log})
 	if err != nil {
 		panic(err)
 	}
@@ -25,7 +25,7 @@ func Example() {
 	defer stop()
 	go func() {
 		_ = conn.Consume(ctx, broker.QueueSpec{
-			Name:       "admission-dispatcher.order-failed",
+			Name:       "billing.order-failed", // a downstream team's own queue
 			Bindings:   []string{"order.failed"},
 			Quorum:     true,
 			DeadLetter: true,

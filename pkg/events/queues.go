@@ -1,19 +1,17 @@
 package events
 
-import "github.com/waitingroom/waitingroom/pkg/broker"
+import "github.com/waitingroom/waitingroom/pkg/broker/topology"
 
-// DefaultOrderFailedQueue is the admission-dispatcher's quorum queue for
-// OrderFailed.
-const DefaultOrderFailedQueue = "admission-dispatcher.order-failed"
-
-// OrderFailedQueue is the spec of the queue OrderFailed is consumed from, for
-// the dispatcher that consumes it and for the order-service that declares it
+// OrderFailedQueue is the queue OrderFailed is consumed from, for the
+// dispatcher that consumes it and for the order-service that declares it
 // too (so a failure published before the dispatcher's first start waits for
 // it): durable, quorum, shared by every replica, with a dead-letter queue for
-// poison messages. Both sides must use the same name and delivery limit
-// (ORDER_FAILED_QUEUE, ORDER_FAILED_DELIVERY_LIMIT).
-func OrderFailedQueue(name string, deliveryLimit int) broker.QueueSpec {
-	return broker.QueueSpec{
+// poison messages. Both sides must use the same name and delivery limit, or
+// the broker refuses the second declaration: they embed config.OrderFailed
+// (ORDER_FAILED_QUEUE, ORDER_FAILED_DELIVERY_LIMIT) and build the queue
+// here. The result is a broker.QueueSpec.
+func OrderFailedQueue(name string, deliveryLimit int) topology.Queue {
+	return topology.Queue{
 		Name:          name,
 		Bindings:      []string{RoutingKeyOrderFailed},
 		Quorum:        true,

@@ -42,11 +42,9 @@ type Config struct {
 	MaxQuantity     int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
 	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
-	// OrderFailedQueue and OrderFailedDeliveryLimit name the dispatcher's
-	// OrderFailed queue, which the order-service declares too; they must
-	// match the dispatcher's settings.
-	OrderFailedQueue         string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
-	OrderFailedDeliveryLimit int    `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
+	// OrderFailed names the dispatcher's OrderFailed queue, which the
+	// order-service declares too.
+	config.OrderFailed
 	// OutboxRetention keeps published order events in the outbox table
 	// this long (for inspection); IdempotencyKeyRetention keeps
 	// Idempotency-Key outcomes this long (a retry after that is a new
@@ -72,9 +70,7 @@ func (c *Config) Validate() error {
 	if c.TxTimeout <= 0 || c.OrderLease < 3*c.TxTimeout {
 		errs = append(errs, errors.New("ORDER_LEASE must be at least three ORDER_TX_TIMEOUTs, so the reaper never races a live order"))
 	}
-	if c.OrderFailedQueue == "" || c.OrderFailedDeliveryLimit < 1 {
-		errs = append(errs, errors.New("ORDER_FAILED_QUEUE must be set and ORDER_FAILED_DELIVERY_LIMIT positive"))
-	}
+	errs = append(errs, c.OrderFailed.Check())
 	for _, r := range []struct {
 		name string
 		d    time.Duration
