@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -32,6 +33,13 @@ type EngineOptions struct {
 // in o.Registry, served by the ops listener), a body size limit,
 // problem+json for unknown routes and methods, and /healthz and /readyz.
 func NewEngine(o EngineOptions) (*gin.Engine, error) {
+	if o.Log == nil || o.Registry == nil || o.Health == nil {
+		return nil, errors.New("httpserver: the engine needs a log, a registry and a health")
+	}
+	origins, err := CheckOrigins(o.CORSOrigins)
+	if err != nil {
+		return nil, err
+	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
@@ -50,9 +58,13 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		Help:      "HTTP request latency by route, method and status code.",
 		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"service", "route", "method", "code"})
-	o.Registry.MustRegister(duration)
+	if err := o.Registry.Register(duration); err != nil {
+		return nil, fmt.Errorf("httpserver: request metrics: %w", err)
+	}
 
-	e.Use(recovery(o.Log), metrics(o.Service, duration), CORS(o.CORSOrigins), limitBody(MaxBodyBytes))
+	// Metrics outermost: a request whose handler panicked is counted too,
+	// with the 500 recovery answered.
+	e.Use(metrics(o.Service, duration), recovery(o.Log), CORS(origins), limitBody(MaxBodyBytes))
 	e.NoRoute(func(c *gin.Context) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusNotFound, problem.TypeNotFound, "no such resource"))
 	})

@@ -80,7 +80,9 @@ func (h *Health) run(ctx context.Context) map[string]string {
 	if !h.checked.IsZero() && time.Since(h.checked) < h.ttl {
 		return h.last
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// Not the prober's own context: one prober giving up must not be
+	// cached as every dependency failing for everyone.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	failed := map[string]string{}
 	for name, check := range h.checks {

@@ -88,7 +88,10 @@ func Write(w http.ResponseWriter, r *http.Request, p *Problem) {
 // RetryAfterSeconds formats d as a Retry-After delta-seconds value, rounded up
 // and at least 1.
 func RetryAfterSeconds(d time.Duration) string {
-	s := int64((d + time.Second - 1) / time.Second)
+	s := int64(d / time.Second)
+	if d%time.Second > 0 {
+		s++ // rounded up, without overflowing near the largest duration
+	}
 	if s < 1 {
 		s = 1
 	}
