@@ -1,6 +1,8 @@
-// Package stream serves Server-Sent Events to waiting browsers: "admitted"
-// the moment a user's token is issued or restored, "position" every few
-// seconds, heartbeats in between.
+// Package stream holds the rules of the notification-service's event
+// streams: who may open one, what it opens with ("admitted" when the user's
+// token is already out, then the position), an "admitted" the moment a
+// token is issued or restored, never twice for one token on one stream, and
+// a "position" every few seconds. The HTTP port (httpapi) writes the frames.
 package stream
 
 import (
@@ -17,6 +19,20 @@ import (
 type Positions interface {
 	Position(ctx context.Context, q, user string) (queue.Standing, error)
 	PositionMany(ctx context.Context, q string, users []string) (map[string]queue.Standing, error)
+}
+
+// Recorder counts what happens to streams; httpapi.Metrics implements it
+// with Prometheus.
+type Recorder interface {
+	// Delivered: a live message of this event was written to a stream.
+	Delivered(event string)
+	// Lag: from the event's time to its write on the stream.
+	Lag(event string, d time.Duration)
+	// Dropped: the server dropped a stream, "slow" (buffer full) or
+	// "write" (socket stuck or gone).
+	Dropped(reason string)
+	// Rejected: a stream request was refused (Reason names why).
+	Rejected(reason string)
 }
 
 // Options tune the streams.
@@ -52,15 +68,28 @@ type Service struct {
 	hub *hub.Hub
 	pos Positions
 	log *slog.Logger
-	m   *Metrics
+	rec Recorder
 	o   Options
 }
 
-// New returns a Service.
-func New(h *hub.Hub, pos Positions, log *slog.Logger, m *Metrics, o Options) *Service {
+// New returns a Service; a nil rec counts nothing.
+func New(h *hub.Hub, pos Positions, log *slog.Logger, rec Recorder, o Options) *Service {
 	o.defaults()
-	return &Service{hub: h, pos: pos, log: log, m: m, o: o}
+	if rec == nil {
+		rec = nopRecorder{}
+	}
+	return &Service{hub: h, pos: pos, log: log, rec: rec, o: o}
 }
+
+// Options are the service's options, defaults filled in.
+func (s *Service) Options() Options { return s.o }
+
+type nopRecorder struct{}
+
+func (nopRecorder) Delivered(string)          {}
+func (nopRecorder) Lag(string, time.Duration) {}
+func (nopRecorder) Dropped(string)            {}
+func (nopRecorder) Rejected(string)           {}
 
 // admission is the data of an "admitted" event. The secret is not in it:
 // the page fetches it from the gateway's position call, so it never crosses
@@ -78,6 +107,14 @@ func admittedMessage(q, tokenID string, activateAt, expiresAt, at time.Time) hub
 	return hub.Message{Event: "admitted", ID: tokenID, Data: b, At: at}
 }
 
+// positionMessage is a "position" event: the standing as the public view
+// shows it, without the token's secret.
+func positionMessage(st queue.Standing, at time.Time) hub.Message {
+	v, _ := queue.NewView(st, false)
+	b, _ := json.Marshal(v)
+	return hub.Message{Event: "position", Data: b, At: at}
+}
+
 // Admitted announces a user's issued or restored token on every stream the
 // user has open here (each replica sees every event; most have no stream
 // for the user and do nothing).
@@ -88,49 +125,8 @@ func (s *Service) Admitted(q, user, tokenID string, activateAt, expiresAt, at ti
 			continue
 		}
 		if !hub.Offer(st, m) {
-			s.m.dropped.WithLabelValues("slow").Inc()
+			s.rec.Dropped("slow")
 			s.hub.Close(st)
 		}
-	}
-}
-
-// RunPositions sends every connected user a position event each period, read
-// from Redis in one pipelined round per queue. It is also the safety net for
-// admissions: a user the read finds admitted whose token was not announced
-// on a stream (an event missed while this replica reconnected to the broker)
-// is announced now.
-func (s *Service) RunPositions(ctx context.Context) {
-	t := time.NewTicker(s.o.PositionEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for q, users := range s.hub.Users() {
-			s.positions(ctx, q, users)
-		}
-	}
-}
-
-func (s *Service) positions(ctx context.Context, q string, users []string) {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	sts, err := s.pos.PositionMany(rctx, q, users)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("position round", "queue", q, "users", len(users), "err", err)
-		}
-		return
-	}
-	now := time.Now()
-	for user, st := range sts {
-		if st.State == queue.Admitted && st.Token != nil {
-			s.Admitted(q, user, st.Token.ID, st.Token.ActivateAt, st.Token.ExpiresAt, now)
-		}
-		v, _ := queue.NewView(st, false)
-		b, _ := json.Marshal(v)
-		s.hub.Send(q, user, hub.Message{Event: "position", Data: b, At: now})
 	}
 }

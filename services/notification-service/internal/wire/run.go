@@ -12,7 +12,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
-	"github.com/waitingroom/waitingroom/services/notification-service/internal/api"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
@@ -56,10 +56,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.Defer("rabbitmq", conn.Close)
 
 	reg := prometheus.NewRegistry()
-	var m *stream.Metrics
-	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.DropHook(reason) },
+	var m *httpapi.Metrics
+	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.Dropped(reason) },
 		hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
-	m = stream.NewMetrics(reg, h)
+	m = httpapi.NewMetrics(reg, h)
 	svc := stream.New(h, store, log, m, stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
 	})
@@ -76,7 +76,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	api.Register(e, ver, svc)
+	httpapi.Register(e, ver, svc)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
 	apiSrv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})

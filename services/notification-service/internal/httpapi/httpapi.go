@@ -1,6 +1,6 @@
-// Package api holds the notification-service's routes and their OpenAPI
-// document.
-package api
+// Package httpapi is the notification-service's HTTP port: its routes, the
+// Server-Sent Events handler and the OpenAPI document.
+package httpapi
 
 import (
 	_ "embed"
@@ -19,6 +19,7 @@ var OpenAPI []byte
 
 // Register adds the service's routes to e.
 func Register(e *gin.Engine, ver *auth.Verifier, svc *stream.Service) {
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	h := &streams{svc: svc, o: svc.Options()}
+	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), h.handle)
 	httpserver.ServeOpenAPI(e, OpenAPI)
 }

@@ -1,4 +1,4 @@
-package stream_test
+package httpapi_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
@@ -27,7 +28,7 @@ type capped struct {
 	reg *prometheus.Registry
 }
 
-func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m *stream.Metrics) *capped {
+func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m *httpapi.Metrics) *capped {
 	t.Helper()
 	ver, err := auth.NewVerifier(secret)
 	if err != nil {
@@ -41,7 +42,7 @@ func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m *stre
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	httpapi.Register(e, ver, svc)
 	srv := httptest.NewServer(e)
 	t.Cleanup(func() { h.CloseAll(); srv.Close() })
 	return &capped{server: &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}, reg: reg}
@@ -114,9 +115,9 @@ func (s *capped) rejected(t *testing.T, reason string) float64 {
 func TestPerIPStreamCapCountsAnIPv6ClientByItsSlash64(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *stream.Metrics
-	h := hub.New(8, 3, func(r string) { m.DropHook(r) })
-	m = stream.NewMetrics(reg, h)
+	var m *httpapi.Metrics
+	h := hub.New(8, 3, func(r string) { m.Dropped(r) })
+	m = httpapi.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -145,9 +146,9 @@ func TestPerIPStreamCapCountsAnIPv6ClientByItsSlash64(t *testing.T) {
 func TestPerIPStreamCapAtTheConfiguredIPv6Prefix(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *stream.Metrics
-	h := hub.New(8, 2, func(r string) { m.DropHook(r) }, hub.IPv6Prefix(48))
-	m = stream.NewMetrics(reg, h)
+	var m *httpapi.Metrics
+	h := hub.New(8, 2, func(r string) { m.Dropped(r) }, hub.IPv6Prefix(48))
+	m = httpapi.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -164,9 +165,9 @@ func TestPerIPStreamCapAtTheConfiguredIPv6Prefix(t *testing.T) {
 func TestPerUserStreamCap(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *stream.Metrics
-	h := hub.New(8, 20, func(r string) { m.DropHook(r) }, hub.MaxPerUser(3))
-	m = stream.NewMetrics(reg, h)
+	var m *httpapi.Metrics
+	h := hub.New(8, 20, func(r string) { m.Dropped(r) }, hub.MaxPerUser(3))
+	m = httpapi.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

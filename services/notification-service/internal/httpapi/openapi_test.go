@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"io"
@@ -23,7 +23,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	}
 	ver, _ := auth.NewVerifier("openapi-test-secret-0123456789abcdef")
 	h := hub.New(1, 0, nil)
-	Register(e, ver, stream.New(h, nil, log, stream.NewMetrics(reg, h), stream.Options{}))
+	Register(e, ver, stream.New(h, nil, log, NewMetrics(reg, h), stream.Options{}))
 	ops, err := httpserver.OperationsOf(OpenAPI)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package stream_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
@@ -69,16 +70,16 @@ func newServer(t *testing.T, buffer, perIP int) *server {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	var m *stream.Metrics
-	h := hub.New(buffer, perIP, func(r string) { m.DropHook(r) })
-	m = stream.NewMetrics(reg, h)
+	var m *httpapi.Metrics
+	h := hub.New(buffer, perIP, func(r string) { m.Dropped(r) })
+	m = httpapi.NewMetrics(reg, h)
 	pos := &positions{admitted: map[string]*queue.Token{}}
 	svc := stream.New(h, pos, log, m, stream.Options{Heartbeat: time.Second, PositionEvery: time.Hour, WriteTimeout: 2 * time.Second})
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	httpapi.Register(e, ver, svc)
 	srv := httptest.NewServer(e)
 	t.Cleanup(func() { h.CloseAll(); srv.Close() })
 	return &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}

@@ -1,4 +1,4 @@
-package stream_test
+package httpapi_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
@@ -68,12 +69,12 @@ func FuzzStreamRequest(f *testing.F) {
 	pos := &askedPositions{positions: &positions{admitted: map[string]*queue.Token{
 		"alice": {Secret: "s", ID: "tok-alice", ActivateAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)},
 	}}}
-	svc := stream.New(h, pos, log, stream.NewMetrics(reg, h), stream.Options{Heartbeat: time.Hour, PositionEvery: time.Hour})
+	svc := stream.New(h, pos, log, httpapi.NewMetrics(reg, h), stream.Options{Heartbeat: time.Hour, PositionEvery: time.Hour})
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		f.Fatal(err)
 	}
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), svc.Handle)
+	httpapi.Register(e, ver, svc)
 	tokens := map[string]string{}
 	for _, u := range []string{"alice", "bob"} {
 		if tokens[u], err = ver.Mint(u, "", time.Hour); err != nil {

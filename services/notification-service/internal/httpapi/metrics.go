@@ -1,16 +1,15 @@
-package stream
+package httpapi
 
 import (
-	"encoding/json"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 )
 
-var jsonMarshal = json.Marshal
-
-// Metrics are the notification-service's series.
+// Metrics are the notification-service's series. It is the stream
+// domain's stream.Recorder.
 type Metrics struct {
 	delivered, dropped, rejected *prometheus.CounterVec
 	lag                          *prometheus.HistogramVec
@@ -36,5 +35,16 @@ func NewMetrics(reg prometheus.Registerer, h *hub.Hub) *Metrics {
 	return m
 }
 
-// DropHook counts streams the hub drops.
-func (m *Metrics) DropHook(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+// Delivered counts a live event written to a stream.
+func (m *Metrics) Delivered(event string) { m.delivered.WithLabelValues(event).Inc() }
+
+// Lag observes an event's delivery lag.
+func (m *Metrics) Lag(event string, d time.Duration) {
+	m.lag.WithLabelValues(event).Observe(d.Seconds())
+}
+
+// Dropped counts a stream the server dropped; it is also the hub's drop hook.
+func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
+
+// Rejected counts a refused stream request.
+func (m *Metrics) Rejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }

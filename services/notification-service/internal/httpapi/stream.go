@@ -1,0 +1,133 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+)
+
+// The service's own problem types.
+const (
+	typeInvalidQueueID = "invalid-queue-id"
+	typeQueueNotFound  = "queue-not-found"
+)
+
+// streams serves GET /api/v1/queues/{queueId}/events. It runs after the
+// auth middleware (which accepts ?access_token=, as EventSource cannot send
+// headers).
+type streams struct {
+	svc *stream.Service
+	o   stream.Options
+}
+
+func (h *streams) handle(c *gin.Context) {
+	p, _ := auth.FromContext(c)
+	sub, err := h.svc.Subscribe(c, stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP()})
+	if err != nil {
+		problem.Write(c.Writer, c.Request, refusal(err))
+		c.Abort()
+		return
+	}
+	defer sub.Close()
+
+	hdr := c.Writer.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Connection", "keep-alive")
+	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	c.Status(http.StatusOK)
+	// The server's timeouts must not end the stream. HTTP_WRITE_TIMEOUT
+	// does not: every frame below sets its own write deadline, which
+	// replaces the server's. HTTP_READ_TIMEOUT does not either: net/http
+	// lifts the read deadline once the request is read, to watch for the
+	// client leaving. Setting one here would cancel the request when it
+	// passed (golang/go#70834), so the stream leaves it alone.
+	w := &writer{rc: http.NewResponseController(c.Writer), w: c.Writer, timeout: h.o.WriteTimeout}
+	if err := w.raw(fmt.Sprintf("retry: %d\n\n", h.o.Retry.Milliseconds())); err != nil {
+		return
+	}
+	for _, m := range sub.First {
+		if w.send(m) != nil {
+			return
+		}
+	}
+
+	beat := time.NewTicker(h.o.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-c.Request.Context().Done():
+			return
+		case <-sub.Gone:
+			return
+		case m := <-sub.C:
+			if err := w.send(m); err != nil {
+				sub.WriteFailed()
+				return
+			}
+			sub.Delivered(m)
+		case <-beat.C:
+			if w.raw(": heartbeat\n\n") != nil {
+				sub.WriteFailed()
+				return
+			}
+		}
+	}
+}
+
+// refusal is the problem a refused stream request answers with.
+func refusal(err error) *problem.Problem {
+	switch {
+	case errors.Is(err, stream.ErrInvalidQueue):
+		return problem.New(http.StatusBadRequest, typeInvalidQueueID, "not a valid queue id")
+	case errors.Is(err, stream.ErrForeignUser):
+		return problem.New(http.StatusForbidden, problem.TypeForbidden, "a stream can only be opened for the token's own user")
+	case errors.Is(err, queue.ErrNotFound):
+		return problem.New(http.StatusNotFound, typeQueueNotFound, "no queue with this id")
+	case errors.Is(err, hub.ErrShut):
+		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+			"this replica is stopping; connect again").WithRetryAfter(time.Second)
+	case errors.Is(err, hub.ErrUserCap):
+		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
+			"too many open streams for this user").WithRetryAfter(10 * time.Second)
+	case errors.Is(err, hub.ErrIPCap):
+		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
+			"too many open streams from this address").WithRetryAfter(10 * time.Second)
+	default:
+		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+			"the waiting room's store is not answering").WithRetryAfter(2 * time.Second)
+	}
+}
+
+// writer writes SSE frames, each with a deadline: a client whose socket
+// takes nothing for that long is gone.
+type writer struct {
+	rc      *http.ResponseController
+	w       http.ResponseWriter
+	timeout time.Duration
+}
+
+func (w *writer) raw(s string) error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	if _, err := w.w.Write([]byte(s)); err != nil {
+		return err
+	}
+	return w.rc.Flush()
+}
+
+func (w *writer) send(m hub.Message) error {
+	frame := "event: " + m.Event + "\n"
+	if m.ID != "" {
+		frame += "id: " + m.ID + "\n"
+	}
+	return w.raw(frame + "data: " + string(m.Data) + "\n\n")
+}
