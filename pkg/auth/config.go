@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 
 	"github.com/waitingroom/waitingroom/pkg/config"
@@ -64,15 +63,4 @@ func FromConfig(ctx context.Context, c config.Auth, log *slog.Logger) (*Verifier
 		opts = append(opts, WithJWKS(ctx, JWKS{URL: c.JWKSURL, Refresh: c.JWKSRefresh, Log: log}))
 	}
 	return NewVerifier(secret, opts...)
-}
-
-// CheckProxies reports TRUSTED_PROXIES entries that are neither a CIDR nor an IP.
-func CheckProxies(proxies []string) error {
-	var errs []error
-	for _, p := range proxies {
-		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", p))
-		}
-	}
-	return errors.Join(errs...)
 }

@@ -7,6 +7,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
@@ -95,6 +98,59 @@ type HTTP struct {
 	// IdleTimeout closes a keep-alive connection that sends no next
 	// request for this long.
 	IdleTimeout time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"120s"`
+	// ShutdownTimeout bounds the graceful shutdown: in-flight requests
+	// finish within it. Keep it below the pod's
+	// terminationGracePeriodSeconds.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+}
+
+// Proxies is what a service facing clients believes of the ingress.
+type Proxies struct {
+	// TrustedProxies are the CIDRs (or IPs) whose X-Forwarded-For is
+	// believed; from anyone else the TCP peer is the client.
+	TrustedProxies []string `env:"TRUSTED_PROXIES"`
+}
+
+// Check reports TRUSTED_PROXIES entries that are neither a CIDR nor an IP.
+func (p Proxies) Check() error {
+	var errs []error
+	for _, e := range p.TrustedProxies {
+		if _, _, err := net.ParseCIDR(e); err != nil && net.ParseIP(e) == nil {
+			errs = append(errs, fmt.Errorf("TRUSTED_PROXIES: %q is neither a CIDR nor an IP", e))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CORS is which browser origins (the gateway's page) may call a service
+// that is not the page's own origin.
+type CORS struct {
+	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
+}
+
+// Origins trims the list ("a, b" is a common way to write it) and refuses
+// an entry that is not scheme://host[:port].
+func (c CORS) Origins() ([]string, error) {
+	out := make([]string, 0, len(c.CORSAllowedOrigins))
+	for _, o := range c.CORSAllowedOrigins {
+		o = strings.TrimSpace(o)
+		if o == "" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("CORS_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port])", o)
+		}
+		out = append(out, strings.TrimSuffix(o, "/"))
+	}
+	return out, nil
+}
+
+// Check reports an entry of CORS_ALLOWED_ORIGINS that is not an origin.
+func (c CORS) Check() error {
+	_, err := c.Origins()
+	return err
 }
 
 // Check reports what is wrong with the timeouts: each must be positive
@@ -103,6 +159,9 @@ type HTTP struct {
 // read.
 func (h HTTP) Check() error {
 	var errs []error
+	if h.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
+	}
 	if h.ReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 {
 		errs = append(errs, errors.New("HTTP_READ_TIMEOUT, HTTP_WRITE_TIMEOUT and HTTP_IDLE_TIMEOUT must be positive"))
 	} else if h.WriteTimeout < h.ReadTimeout {

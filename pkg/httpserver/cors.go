@@ -1,32 +1,18 @@
 package httpserver
 
 import (
-	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/gin-contrib/cors"
 	"github.com/gin-gonic/gin"
+
+	"github.com/waitingroom/waitingroom/pkg/config"
 )
 
 // CheckOrigins trims CORS_ALLOWED_ORIGINS entries ("a, b" is a common way
 // to write a list) and refuses one that is not scheme://host[:port].
 func CheckOrigins(origins []string) ([]string, error) {
-	out := make([]string, 0, len(origins))
-	for _, o := range origins {
-		o = strings.TrimSpace(o)
-		if o == "" {
-			continue
-		}
-		u, err := url.Parse(o)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			return nil, fmt.Errorf("CORS_ALLOWED_ORIGINS: %q is not an origin (scheme://host[:port])", o)
-		}
-		out = append(out, strings.TrimSuffix(o, "/"))
-	}
-	return out, nil
+	return config.CORS{CORSAllowedOrigins: origins}.Origins()
 }
 
 // CORS lets the waiting-room page, served by the gateway from another

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -21,10 +20,9 @@ type OpsOptions struct {
 	Registry *prometheus.Registry
 	Health   *Health
 	// Pprof serves net/http/pprof under /debug/pprof/.
-	Pprof           bool
-	Log             *slog.Logger
-	Timeouts        config.HTTP
-	ShutdownTimeout time.Duration
+	Pprof    bool
+	Log      *slog.Logger
+	Timeouts config.HTTP
 }
 
 // maxScrapesInFlight bounds concurrent /metrics requests: a gauge may read
@@ -60,7 +58,7 @@ func NewOps(addr string, o OpsOptions) (*Server, error) {
 		// would cut.
 		t.WriteTimeout = 0
 	}
-	return New(addr, mux, o.Log, Options{Name: "ops", Timeouts: t, ShutdownTimeout: o.ShutdownTimeout})
+	return New(addr, mux, o.Log, Options{Name: "ops", Timeouts: t})
 }
 
 // Pprof serves net/http/pprof's profiles under /debug/pprof/.

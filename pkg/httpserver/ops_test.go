@@ -38,8 +38,9 @@ func newOpsRig(t *testing.T, pprof bool, timeouts config.HTTP, down *bool) opsRi
 	if err != nil {
 		t.Fatal(err)
 	}
+	timeouts.ShutdownTimeout = time.Second
 	ops, err := httpserver.NewOps("127.0.0.1:0", httpserver.OpsOptions{Registry: reg, Health: health, Pprof: pprof, Log: discard,
-		Timeouts: timeouts, ShutdownTimeout: time.Second})
+		Timeouts: timeouts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,11 +29,9 @@ type Server struct {
 type Options struct {
 	// Name tells the listener apart in log lines ("api", "ops").
 	Name string
-	// Timeouts bound each connection (see config.HTTP); a zero field is no
-	// limit, as in net/http.
+	// Timeouts bound each connection and the graceful shutdown (see
+	// config.HTTP); a zero field is no limit, as in net/http.
 	Timeouts config.HTTP
-	// ShutdownTimeout bounds the graceful shutdown.
-	ShutdownTimeout time.Duration
 }
 
 // maxHeaderTimeout is the longest a client may take to send its headers,
@@ -71,7 +69,7 @@ func New(addr string, h http.Handler, log *slog.Logger, o Options) (*Server, err
 		ln:              ln,
 		name:            o.Name,
 		log:             log.With("listener", o.Name),
-		shutdownTimeout: o.ShutdownTimeout,
+		shutdownTimeout: o.Timeouts.ShutdownTimeout,
 	}, nil
 }
 

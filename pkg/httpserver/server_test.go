@@ -24,7 +24,8 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // serve runs h on 127.0.0.1:0 with these timeouts until the test ends.
 func serve(t *testing.T, h http.Handler, timeouts config.HTTP) string {
 	t.Helper()
-	srv, err := httpserver.New("127.0.0.1:0", h, discard, httpserver.Options{Timeouts: timeouts, ShutdownTimeout: time.Second})
+	timeouts.ShutdownTimeout = time.Second
+	srv, err := httpserver.New("127.0.0.1:0", h, discard, httpserver.Options{Timeouts: timeouts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,7 @@ type Config struct {
 	// before it is dead-lettered to admission-dispatcher.order-failed.dlq.
 	OrderFailedDeliveryLimit int `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
 	// OrderFailedQueue is the quorum queue OrderFailed is consumed from.
-	OrderFailedQueue string        `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
-	ShutdownTimeout  time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	OrderFailedQueue string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
 }
 
 // Validate checks what env tags cannot.
@@ -66,9 +65,6 @@ func (c *Config) Validate() error {
 	}
 	if c.OrderFailedDeliveryLimit < 1 {
 		errs = append(errs, errors.New("ORDER_FAILED_DELIVERY_LIMIT must be positive"))
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
@@ -17,7 +18,7 @@ func TestServiceLifecycle(t *testing.T) {
 	id := testenv.ID(t)
 	cfg := Config{OpsAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{id},
 		InstanceID: "disp-" + id, OrderFailedDeliveryLimit: 20, OrderFailedQueue: "test." + id + ".order-failed",
-		ShutdownTimeout: 5 * time.Second}
+		HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.AMQP.URL = testenv.AMQPURL(t)
 	cfg.AMQP.Exchange = "test." + id

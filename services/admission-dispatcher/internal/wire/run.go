@@ -63,7 +63,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		"rabbitmq": func(context.Context) error { return conn.Healthy() },
 	})
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
-		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -55,7 +56,7 @@ func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
 	s.cfg = Config{
 		OpsAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{s.q},
 		InstanceID: "disp-" + id, OrderFailedDeliveryLimit: 20, OrderFailedQueue: "test." + id + ".order-failed",
-		ShutdownTimeout: 5 * time.Second,
+		HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second},
 	}
 	s.cfg.Redis.URL = testenv.RedisURL(t)
 	s.cfg.AMQP.URL = s.amqpURL

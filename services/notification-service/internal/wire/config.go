@@ -24,8 +24,8 @@ type Config struct {
 	config.Redis
 	config.AMQP
 	config.Auth
-	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
-	TrustedProxies     []string `env:"TRUSTED_PROXIES"`
+	config.Proxies
+	config.CORS
 	// MaxStreamsPerIP caps open streams per client address; 0 = no cap.
 	MaxStreamsPerIP int `env:"SSE_MAX_STREAMS_PER_IP" envDefault:"20"`
 	// MaxStreamsPerUser caps one user's open streams over all queues on
@@ -38,17 +38,16 @@ type Config struct {
 	PositionEvery    time.Duration `env:"SSE_POSITION_INTERVAL" envDefault:"3s"`
 	// Buffer is how many events a stream may have waiting before it is
 	// dropped as too slow.
-	Buffer          int           `env:"SSE_BUFFER" envDefault:"32"`
-	WriteTimeout    time.Duration `env:"SSE_WRITE_TIMEOUT" envDefault:"10s"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	Buffer       int           `env:"SSE_BUFFER" envDefault:"32"`
+	WriteTimeout time.Duration `env:"SSE_WRITE_TIMEOUT" envDefault:"10s"`
 }
 
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
-	if c.MaxStreamsPerIP < 0 || c.MaxStreamsPerUser < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 || c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("SSE_* settings and SHUTDOWN_TIMEOUT must be positive (SSE_MAX_STREAMS_PER_IP and _PER_USER may be 0)"))
+	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.CORS.Check(), c.HTTP.Check())
+	if c.MaxStreamsPerIP < 0 || c.MaxStreamsPerUser < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("SSE_* settings must be positive (SSE_MAX_STREAMS_PER_IP and _PER_USER may be 0)"))
 	}
 	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
 	return errors.Join(errs...)

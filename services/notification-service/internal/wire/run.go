@@ -79,13 +79,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	httpapi.Register(e, ver, svc)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
-	apiSrv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	apiSrv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("notification-service: %w", err)
 	}
 	g.Defer("api listener", apiSrv.Close)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
-		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("notification-service: %w", err)
 	}

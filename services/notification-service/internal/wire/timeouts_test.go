@@ -26,7 +26,7 @@ func TestStreamOutlivesTheHTTPTimeouts(t *testing.T) {
 	exchange := "test." + testenv.ID(t)
 	t.Cleanup(func() { testenv.DeleteAMQPTopology(testenv.AMQPURL(t), exchange) })
 	cfg := testConfig(t, exchange)
-	cfg.HTTP = config.HTTP{ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: timeout}
+	cfg.HTTP = config.HTTP{ReadTimeout: timeout, WriteTimeout: timeout, IdleTimeout: timeout, ShutdownTimeout: 5 * time.Second}
 	cfg.Heartbeat, cfg.PositionEvery = 200*time.Millisecond, 500*time.Millisecond
 	url := replica(t, cfg)
 	q := newQueue(t)

@@ -23,25 +23,23 @@ type Config struct {
 	config.AMQP
 	config.Database
 	config.Auth
+	config.Proxies
+	config.CORS
 	// OrderRateLimitPerQueue is orders per second per queue before 429; 0 = off.
 	OrderRateLimitPerQueue int `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
 	// OrderRateLimitPerUser is, per user, order requests per second whose
 	// entry token failed the cheap check (junk, spent, not yet active)
 	// before 429; 0 = off. Requests with a usable token never count.
-	OrderRateLimitPerUser int      `env:"ORDER_RATE_LIMIT_PER_USER" envDefault:"5"`
-	TrustedProxies        []string `env:"TRUSTED_PROXIES"`
-	// CORSAllowedOrigins are the browser origins (the gateway's page) allowed to call the API.
-	CORSAllowedOrigins []string `env:"CORS_ALLOWED_ORIGINS" envDefault:"http://localhost:8080,http://127.0.0.1:8080"`
+	OrderRateLimitPerUser int `env:"ORDER_RATE_LIMIT_PER_USER" envDefault:"5"`
 	// OrderLease is how long a consumed token may stay unsettled before the
 	// reaper settles or restores it.
 	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`
 	// TxTimeout bounds the order transaction; far below OrderLease.
-	TxTimeout       time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
-	DBMaxConns      int           `env:"DB_MAX_CONNS" envDefault:"40"`
-	ReapInterval    time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
-	MaxQuantity     int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
-	StartupTimeout  time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	TxTimeout      time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
+	DBMaxConns     int           `env:"DB_MAX_CONNS" envDefault:"40"`
+	ReapInterval   time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
+	MaxQuantity    int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
+	StartupTimeout time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
 	// OrderFailed names the dispatcher's OrderFailed queue, which the
 	// order-service declares too.
 	config.OrderFailed
@@ -63,7 +61,7 @@ const minRetention = time.Hour
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
+	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.CORS.Check(), c.HTTP.Check())
 	if c.OrderRateLimitPerQueue < 0 || c.OrderRateLimitPerUser < 0 {
 		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE and ORDER_RATE_LIMIT_PER_USER must be 0 (off) or positive"))
 	}
@@ -82,8 +80,8 @@ func (c *Config) Validate() error {
 	if c.RetentionInterval <= 0 {
 		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))
 	}
-	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.ShutdownTimeout <= 0 || c.StartupTimeout <= 0 {
-		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY, STARTUP_TIMEOUT and SHUTDOWN_TIMEOUT must be positive"))
+	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.StartupTimeout <= 0 {
+		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY and STARTUP_TIMEOUT must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -74,7 +74,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	amqpURL := testenv.AMQPURL(t)
 	s.cfg = Config{
 		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderRateLimitPerUser: o.userRateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
-		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
+		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second},
 	}
 	s.cfg.OpsAddr = "127.0.0.1:0"
 	if o.lease > 0 {
@@ -345,12 +345,7 @@ func (s *stack) commitDirectly(orderID, user, tokenID string) error {
 	defer db.Close()
 	_, err = db.PlaceOrder(context.Background(), order.Order{
 		ID: orderID, UserID: user, QueueID: s.q, ProductID: "p1", Quantity: 1, EntryTokenID: tokenID, Status: order.StatusCreated,
-	}, func(o order.Order) (order.OutboxEvent, error) {
-		msg := &waitingroomv1.OrderCreated{EventId: o.ID + ".created", OccurredAt: timestamppb.New(o.CreatedAt), QueueId: o.QueueID,
-			UserId: o.UserID, OrderId: o.ID, TokenId: o.EntryTokenID, ProductId: o.ProductID, Quantity: 1}
-		b, err := proto.Marshal(msg)
-		return order.OutboxEvent{EventID: msg.GetEventId(), RoutingKey: events.RoutingKeyOrderCreated, Type: events.TypeName(msg), Payload: b, OccurredAt: o.CreatedAt}, err
-	})
+	}, func(o order.Order) order.Event { return order.Created{Order: o} })
 	return err
 }
 

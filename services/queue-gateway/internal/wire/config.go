@@ -24,13 +24,12 @@ type Config struct {
 	config.Log
 	config.Redis
 	config.Auth
+	config.Proxies
 	// EnterRateLimitPerIP is enters per second per client IP; 0 turns it off.
 	EnterRateLimitPerIP int `env:"ENTER_RATE_LIMIT_PER_IP" envDefault:"10"`
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by:
 	// it may take a new address of its /64 for every request.
 	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
-	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
-	TrustedProxies []string `env:"TRUSTED_PROXIES"`
 	// EnterChallengeSecret signs the proof-of-work challenges of queues
 	// that ask for one; every replica needs the same. Unset, a key is
 	// derived from AUTH_JWT_SECRET (required then, so JWKS-only deployments
@@ -38,9 +37,6 @@ type Config struct {
 	EnterChallengeSecret string `env:"ENTER_CHALLENGE_SECRET" json:"-"`
 	// EnterChallengeTTL is how long a challenge may be solved and used.
 	EnterChallengeTTL time.Duration `env:"ENTER_CHALLENGE_TTL" envDefault:"2m"`
-	// ShutdownTimeout bounds the graceful shutdown; keep it below the pod's
-	// terminationGracePeriodSeconds.
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
 
 	// The waiting-room page: where a browser reaches the other services
 	// (also what its Content-Security-Policy lets it connect to), and the
@@ -53,16 +49,13 @@ type Config struct {
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
 	var errs []error
-	errs = append(errs, auth.CheckConfig(c.Auth), auth.CheckProxies(c.TrustedProxies), c.HTTP.Check())
+	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.HTTP.Check())
 	if c.EnterRateLimitPerIP < 0 {
 		errs = append(errs, errors.New("ENTER_RATE_LIMIT_PER_IP must be 0 (off) or positive"))
 	}
 	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
 	if _, err := c.challengeSigner(); err != nil {
 		errs = append(errs, err)
-	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("SHUTDOWN_TIMEOUT must be positive"))
 	}
 	if err := c.page().Validate(); err != nil {
 		errs = append(errs, err)

@@ -57,7 +57,7 @@ func TestConfigRefusesUnsafeSettings(t *testing.T) {
 // on the ops listener, and cancelling the context (what SIGTERM does) drains
 // and returns cleanly.
 func TestServerServesAndShutsDownGracefully(t *testing.T) {
-	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", ShutdownTimeout: 5 * time.Second, EnterRateLimitPerIP: 10, EnterChallengeTTL: time.Minute}
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}, EnterRateLimitPerIP: 10, EnterChallengeTTL: time.Minute}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.DevMode = true
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -87,13 +87,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+	api, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.Defer("api listener", api.Close)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
-		Log: log, Timeouts: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout})
+		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
