@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,16 +8,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
-	"github.com/waitingroom/waitingroom/pkg/problem"
-	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
-)
-
-// The service's own problem types.
-const (
-	typeInvalidQueueID = "invalid-queue-id"
-	typeQueueNotFound  = "queue-not-found"
 )
 
 // streams serves GET /api/v1/queues/{queueId}/events. It runs after the
@@ -33,8 +24,7 @@ func (h *streams) handle(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	sub, err := h.svc.Subscribe(c, stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP()})
 	if err != nil {
-		problem.Write(c.Writer, c.Request, refusal(err))
-		c.Abort()
+		fail(c, err)
 		return
 	}
 	defer sub.Close()
@@ -81,30 +71,6 @@ func (h *streams) handle(c *gin.Context) {
 				return
 			}
 		}
-	}
-}
-
-// refusal is the problem a refused stream request answers with.
-func refusal(err error) *problem.Problem {
-	switch {
-	case errors.Is(err, stream.ErrInvalidQueue):
-		return problem.New(http.StatusBadRequest, typeInvalidQueueID, "not a valid queue id")
-	case errors.Is(err, stream.ErrForeignUser):
-		return problem.New(http.StatusForbidden, problem.TypeForbidden, "a stream can only be opened for the token's own user")
-	case errors.Is(err, queue.ErrNotFound):
-		return problem.New(http.StatusNotFound, typeQueueNotFound, "no queue with this id")
-	case errors.Is(err, hub.ErrShut):
-		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
-			"this replica is stopping; connect again").WithRetryAfter(time.Second)
-	case errors.Is(err, hub.ErrUserCap):
-		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
-			"too many open streams for this user").WithRetryAfter(10 * time.Second)
-	case errors.Is(err, hub.ErrIPCap):
-		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
-			"too many open streams from this address").WithRetryAfter(10 * time.Second)
-	default:
-		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
-			"the waiting room's store is not answering").WithRetryAfter(2 * time.Second)
 	}
 }
 
