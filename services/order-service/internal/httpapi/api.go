@@ -2,7 +2,6 @@
 package httpapi
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"log/slog"
@@ -15,25 +14,15 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
-// Repo is what the handlers read and write directly. pg.DB implements it.
-type Repo interface {
-	Order(ctx context.Context, id string) (order.Order, error)
-	Product(ctx context.Context, id string) (order.Product, error)
-	Products(ctx context.Context, queueID string) ([]order.Product, error)
-	// QueueIDs lists the queues with products (the public catalog's index).
-	QueueIDs(ctx context.Context) ([]string, error)
-	UpsertProduct(ctx context.Context, p order.Product) (order.Product, bool, error)
-	BeginIdempotent(ctx context.Context, userID, key string) (order.IdempotentResult, bool, error)
-	// LookupIdempotent reads (userID, key)'s record without claiming it.
-	LookupIdempotent(ctx context.Context, userID, key string) (order.IdempotentResult, bool, error)
-	FinishIdempotent(ctx context.Context, userID, key string, status int, body []byte) error
-	AbandonIdempotent(ctx context.Context, userID, key string) error
-}
-
 // Options are the handler's dependencies.
 type Options struct {
-	Service  *order.Service
-	Repo     Repo
+	// Service runs every use case: the handlers reach the database only
+	// through it.
+	Service *order.Service
+	// Repo is not used.
+	//
+	// Deprecated: the handlers go through Service; leave it out.
+	Repo     any
 	Verifier *auth.Verifier
 	Log      *slog.Logger
 	Registry *prometheus.Registry
@@ -45,17 +34,15 @@ type Options struct {
 }
 
 type handler struct {
-	svc     *order.Service
-	repo    Repo
-	catalog *catalog
-	log     *slog.Logger
-	m       *metrics
+	svc *order.Service
+	log *slog.Logger
+	m   *metrics
 }
 
 // New returns the order-service's routes.
 func New(o Options) (http.Handler, error) {
-	if o.Service == nil || o.Repo == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
-		return nil, errors.New("httpapi: service, repo, verifier, log, registry and health are required")
+	if o.Service == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
+		return nil, errors.New("httpapi: service, verifier, log, registry and health are required")
 	}
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
 		Service: "order-service", Log: o.Log, Registry: o.Registry, Health: o.Health, TrustedProxies: o.TrustedProxies, CORSOrigins: o.CORSOrigins,
@@ -63,7 +50,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, repo: o.Repo, catalog: newCatalog(o.Repo), log: o.Log, m: newMetrics(o.Registry)}
+	h := &handler{svc: o.Service, log: o.Log, m: newMetrics(o.Registry)}
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
 	api.POST("/orders", user, h.placeOrder)

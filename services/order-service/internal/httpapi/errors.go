@@ -31,7 +31,14 @@ const unavailableRetry = 2 * time.Second
 func (h *handler) problemFor(c *gin.Context, err error) *problem.Problem {
 	var na *queue.NotActiveError
 	var rl *order.RateLimitedError
+	var ip *order.InvalidProductError
 	switch {
+	case errors.As(err, &ip):
+		fe := make([]problem.FieldError, len(ip.Fields))
+		for i, f := range ip.Fields {
+			fe[i] = problem.FieldError{Field: f.Field, Message: f.Message}
+		}
+		return problem.New(http.StatusBadRequest, problem.TypeValidation, "invalid product").WithErrors(fe)
 	case errors.As(err, &rl) && rl.PerUser:
 		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many order requests without a usable entry token from this user").WithRetryAfter(rl.RetryAfter)

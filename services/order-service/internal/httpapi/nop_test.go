@@ -1,13 +1,11 @@
 package httpapi_test
 
 import (
-	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
 // Stand-ins that are never called: the route test only builds the router.
 type (
-	nopTokens   struct{ order.Tokens }
-	nopRepo     struct{ order.Repo }
-	nopHTTPRepo struct{ httpapi.Repo }
+	nopTokens struct{ order.Tokens }
+	nopRepo   struct{ order.Repo }
 )

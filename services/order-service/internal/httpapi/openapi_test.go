@@ -24,7 +24,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: nopHTTPRepo{}, Verifier: ver, Log: log,
+	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log,
 		Registry: prometheus.NewRegistry(), Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -35,11 +34,11 @@ func newOrderView(o order.Order) orderView {
 		Quantity: o.Quantity, CreatedAt: o.CreatedAt.UTC().Format(time.RFC3339Nano)}
 }
 
-// placeOrder: POST /api/v1/orders. The order service's Screen comes first:
+// placeOrder: POST /api/v1/orders, run by the order service's PlaceOnce:
 // a request whose entry token fails the cheap check is answered from Redis
-// alone, charged to its user, and never stores its Idempotency-Key. Past
-// it, the first final answer for an Idempotency-Key is stored and replayed
-// verbatim for the same user and key.
+// alone and never stores its Idempotency-Key; past it, the first final
+// answer for an Idempotency-Key is stored and replayed verbatim for the
+// same user and key.
 func (h *handler) placeOrder(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	req, bad := h.decodeOrder(c)
@@ -59,48 +58,23 @@ func (h *handler) placeOrder(c *gin.Context) {
 		UserID: p.UserID, QueueID: req.QueueID, ProductID: req.ProductID, Quantity: req.Quantity,
 		Token: c.GetHeader("X-Entry-Token"),
 	}
-	if err := h.svc.Screen(c, pr); err != nil {
-		if errors.Is(err, order.ErrTokenSpent) && key != "" {
-			// Its holder retrying: replay the stored answer, if any.
-			res, found, lerr := h.repo.LookupIdempotent(c, p.UserID, key)
-			switch {
-			case lerr != nil:
-				err = lerr
-			case found:
-				h.replay(c, res)
-				return
-			}
-		}
-		h.answer(c, 0, err, nil)
-		return
-	}
-	if key != "" {
-		res, fresh, err := h.repo.BeginIdempotent(c, p.UserID, key)
-		if err != nil {
-			h.fail(c, err)
-			return
-		}
-		if !fresh {
-			h.replay(c, res)
-			return
-		}
-	}
-	o, err := h.svc.Place(c, pr)
-	status, body := h.answer(c, http.StatusCreated, err, func() []byte {
-		c.Header("Location", "/api/v1/orders/"+o.ID)
-		b, _ := json.Marshal(newOrderView(o))
-		return b
-	})
-	if key != "" {
-		h.storeIdempotent(c, p.UserID, key, status, body)
+	ans, replayed, err := h.svc.PlaceOnce(c, pr, key, func(o order.Order, err error) order.StoredAnswer { return h.render(c, o, err) })
+	switch {
+	case err != nil:
+		h.fail(c, err)
+	case replayed:
+		h.m.order("replayed")
+		c.Header("Idempotent-Replayed", "true")
+		h.write(c, ans)
+	default:
+		h.write(c, ans)
 	}
 }
 
-// answer writes an order request's answer, the problem for err or, when
-// err is nil, created's body with status ok, and returns what it wrote.
-func (h *handler) answer(c *gin.Context, ok int, err error, created func() []byte) (int, []byte) {
-	status, ctype := ok, "application/json"
-	var body []byte
+// render is an order request's answer: the created order (201, with its
+// Location), or the problem for err (with Retry-After when it has one).
+// It sets those headers and counts the outcome; write sends the answer.
+func (h *handler) render(c *gin.Context, o order.Order, err error) order.StoredAnswer {
 	if err != nil {
 		prob := h.problemFor(c, err)
 		if prob.RetryAfter > 0 {
@@ -108,15 +82,25 @@ func (h *handler) answer(c *gin.Context, ok int, err error, created func() []byt
 			prob.RetryAfterMs = prob.RetryAfter.Milliseconds()
 		}
 		prob.Instance = c.Request.URL.Path
-		status, ctype = prob.Status, problem.ContentType
-		body, _ = json.Marshal(prob)
-	} else {
-		body = created()
+		body, _ := json.Marshal(prob)
+		h.m.orderResult(prob.Status, err)
+		return order.StoredAnswer{Status: prob.Status, Body: body, Done: true}
 	}
-	h.m.orderResult(status, err)
+	c.Header("Location", "/api/v1/orders/"+o.ID)
+	body, _ := json.Marshal(newOrderView(o))
+	h.m.orderResult(http.StatusCreated, nil)
+	return order.StoredAnswer{Status: http.StatusCreated, Body: body, Done: true}
+}
+
+// write sends an answer, fresh or replayed: a problem from 400 up, JSON
+// below.
+func (h *handler) write(c *gin.Context, ans order.StoredAnswer) {
+	ctype := "application/json"
+	if ans.Status >= 400 {
+		ctype = problem.ContentType
+	}
 	c.Header("Cache-Control", "no-store")
-	c.Data(status, ctype, body)
-	return status, body
+	c.Data(ans.Status, ctype, ans.Body)
 }
 
 func (h *handler) decodeOrder(c *gin.Context) (orderRequest, *problem.Problem) {
@@ -142,44 +126,6 @@ func (h *handler) decodeOrder(c *gin.Context) (orderRequest, *problem.Problem) {
 	return req, nil
 }
 
-// final reports whether an answer is the request's outcome (stored for
-// replay) or a passing condition the client should retry past (not stored).
-func final(status int) bool {
-	switch status {
-	case http.StatusTooEarly, http.StatusTooManyRequests, http.StatusServiceUnavailable, http.StatusInternalServerError, 499:
-		return false
-	}
-	return true
-}
-
-func (h *handler) storeIdempotent(c *gin.Context, user, key string, status int, body []byte) {
-	ctx := c.Request.Context()
-	var err error
-	if final(status) {
-		err = h.repo.FinishIdempotent(ctx, user, key, status, body)
-	} else {
-		err = h.repo.AbandonIdempotent(ctx, user, key)
-	}
-	if err != nil {
-		h.log.Warn("idempotency record", "user", user, "err", err)
-	}
-}
-
-func (h *handler) replay(c *gin.Context, res order.IdempotentResult) {
-	if !res.Done {
-		h.fail(c, order.ErrIdempotencyInProgress)
-		return
-	}
-	ctype := "application/json"
-	if res.Status >= 400 {
-		ctype = problem.ContentType
-	}
-	h.m.order("replayed")
-	c.Header("Idempotent-Replayed", "true")
-	c.Header("Cache-Control", "no-store")
-	c.Data(res.Status, ctype, res.Body)
-}
-
 func validIdempotencyKey(k string) bool {
 	if len(k) > 255 {
 		return false
@@ -194,11 +140,7 @@ func validIdempotencyKey(k string) bool {
 
 func (h *handler) getOrder(c *gin.Context) {
 	p, _ := auth.FromContext(c)
-	o, err := h.repo.Order(c, c.Param("orderId"))
-	if err == nil && o.UserID != p.UserID {
-		// Someone else's order does not exist, as far as this caller knows.
-		err = order.ErrOrderNotFound
-	}
+	o, err := h.svc.Order(c, p.UserID, c.Param("orderId"))
 	if err != nil {
 		h.fail(c, err)
 		return

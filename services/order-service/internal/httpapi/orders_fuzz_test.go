@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -74,44 +75,39 @@ func (m memTokens) Settle(context.Context, string, string, string, string) (bool
 	return true, nil
 }
 
-// memOrders is the order database in memory.
+// memOrders is the order database in memory: the orders, and
+// Idempotency-Keys that are all new.
 type memOrders struct {
 	order.Repo
 	t *touched
 }
 
-func (m memOrders) PlaceOrder(_ context.Context, o order.Order, event func(order.Order) (order.OutboxEvent, error)) (order.Order, error) {
+func (m memOrders) PlaceOrder(_ context.Context, o order.Order, event func(order.Order) order.Event) (order.Order, error) {
 	m.t.place++
 	m.t.consumed.ProductID, m.t.consumed.Quantity = o.ProductID, o.Quantity
 	o.CreatedAt = time.Now()
-	if _, err := event(o); err != nil {
-		return order.Order{}, err
+	if e, ok := event(o).(order.Created); !ok || e.Order != o {
+		return order.Order{}, fmt.Errorf("event %+v for order %+v", e, o)
 	}
 	return o, nil
 }
 
-// memIdempotency is the handlers' repo in memory: every key is new.
-type memIdempotency struct {
-	httpapi.Repo
-	t *touched
-}
-
-func (m memIdempotency) BeginIdempotent(context.Context, string, string) (order.IdempotentResult, bool, error) {
+func (m memOrders) BeginIdempotent(context.Context, string, string) (order.StoredAnswer, bool, error) {
 	m.t.begin++
-	return order.IdempotentResult{}, true, nil
+	return order.StoredAnswer{}, true, nil
 }
 
-func (m memIdempotency) LookupIdempotent(context.Context, string, string) (order.IdempotentResult, bool, error) {
+func (m memOrders) LookupIdempotent(context.Context, string, string) (order.StoredAnswer, bool, error) {
 	m.t.lookup++
-	return order.IdempotentResult{}, false, nil
+	return order.StoredAnswer{}, false, nil
 }
 
-func (m memIdempotency) FinishIdempotent(context.Context, string, string, int, []byte) error {
+func (m memOrders) FinishIdempotent(context.Context, string, string, int, []byte) error {
 	m.t.finish++
 	return nil
 }
 
-func (m memIdempotency) AbandonIdempotent(context.Context, string, string) error {
+func (m memOrders) AbandonIdempotent(context.Context, string, string) error {
 	m.t.abandon++
 	return nil
 }
@@ -177,7 +173,7 @@ func FuzzPlaceOrder(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: memIdempotency{t: &t}, Verifier: ver, Log: log,
+	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log,
 		Registry: prometheus.NewRegistry(), Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		f.Fatal(err)

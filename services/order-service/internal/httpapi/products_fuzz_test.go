@@ -24,7 +24,7 @@ import (
 
 // memProducts is the product table in memory, remembering every write.
 type memProducts struct {
-	httpapi.Repo
+	order.Repo
 	upserts *[]order.Product
 }
 
@@ -45,12 +45,12 @@ func FuzzPutProduct(f *testing.F) {
 		f.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := order.New(nopTokens{}, nopRepo{}, nil, order.Limits{}, log, order.Options{})
+	var upserts []order.Product
+	svc, err := order.New(nopTokens{}, memProducts{upserts: &upserts}, nil, order.Limits{}, log, order.Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
-	var upserts []order.Product
-	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: memProducts{upserts: &upserts}, Verifier: ver, Log: log,
+	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log,
 		Registry: prometheus.NewRegistry(), Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		f.Fatal(err)

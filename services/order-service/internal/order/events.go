@@ -1,40 +1,59 @@
 package order
 
-import (
-	"time"
+import "time"
 
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
+// Event is a fact the order path records for the other services: Created
+// or Failed. The adapters encode it (the outbox and the direct publisher,
+// as the waitingroom.v1 message of the same name).
+type Event interface {
+	// EventID is derived from what the event reports, so recording the
+	// same fact twice (the handler and the reaper, two reapers) yields one
+	// event, and consumers drop the second.
+	EventID() string
+}
 
-	"github.com/waitingroom/waitingroom/pkg/events"
-	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+// Created reports a committed order (OrderCreated).
+type Created struct {
+	Order Order
+}
+
+// EventID is the order's id with ".created".
+func (e Created) EventID() string { return e.Order.ID + ".created" }
+
+// Failed reports an attempt that consumed an entry token and placed no
+// order (OrderFailed): the admission-dispatcher gives the token back when
+// Restorable, and frees its slot otherwise.
+type Failed struct {
+	QueueID, UserID, TokenID string
+	// OrderID is the id the attempt was given when it consumed the token.
+	OrderID    string
+	Reason     FailureReason
+	Restorable bool
+	// RemainingTTL is what the token had left when the attempt failed.
+	RemainingTTL time.Duration
+	At           time.Time
+}
+
+// EventID names the attempt: its token and order ids.
+func (e Failed) EventID() string { return e.TokenID + ".failed." + e.OrderID }
+
+// FailureReason says why an attempt failed; whether the token comes back is
+// Failed.Restorable, the order path's policy, not the reason.
+type FailureReason string
+
+// Failure reasons, as OrderFailed names them.
+const (
+	ReasonSoldOut        FailureReason = "SOLD_OUT"
+	ReasonDatabaseError  FailureReason = "DATABASE_ERROR"
+	ReasonTimeout        FailureReason = "TIMEOUT"
+	ReasonInvalidRequest FailureReason = "INVALID_REQUEST"
+	ReasonAbandoned      FailureReason = "ABANDONED"
 )
 
-// Event ids are derived from what they report, so recording the same fact
-// twice (the handler and the reaper, two reapers) yields one event.
-
-func orderCreated(o Order) (OutboxEvent, error) {
-	msg := &waitingroomv1.OrderCreated{
-		EventId: o.ID + ".created", OccurredAt: timestamppb.New(o.CreatedAt), QueueId: o.QueueID, UserId: o.UserID,
-		OrderId: o.ID, TokenId: o.EntryTokenID, ProductId: o.ProductID, Quantity: int32(o.Quantity),
-	}
-	return outbox(msg.GetEventId(), events.RoutingKeyOrderCreated, o.CreatedAt, msg)
-}
-
-func orderFailed(q, user, tokenID, orderID string, reason waitingroomv1.OrderFailureReason, restorable bool, expires time.Time) (OutboxEvent, error) {
+// failed is the Failed event for an attempt whose token expires at
+// expires, failing now.
+func failed(q, user, tokenID, orderID string, reason FailureReason, restorable bool, expires time.Time) Failed {
 	now := time.Now().UTC()
-	remaining := max(expires.Sub(now), 0)
-	msg := &waitingroomv1.OrderFailed{
-		EventId: tokenID + ".failed." + orderID, OccurredAt: timestamppb.New(now), QueueId: q, UserId: user,
-		TokenId: tokenID, OrderId: orderID, Reason: reason, Restorable: restorable, RemainingTtlMs: remaining.Milliseconds(),
-	}
-	return outbox(msg.GetEventId(), events.RoutingKeyOrderFailed, now, msg)
-}
-
-func outbox(id, key string, at time.Time, msg proto.Message) (OutboxEvent, error) {
-	b, err := proto.Marshal(msg)
-	if err != nil {
-		return OutboxEvent{}, err
-	}
-	return OutboxEvent{EventID: id, RoutingKey: key, Type: events.TypeName(msg), Payload: b, OccurredAt: at}, nil
+	return Failed{QueueID: q, UserID: user, TokenID: tokenID, OrderID: orderID, Reason: reason,
+		Restorable: restorable, RemainingTTL: max(expires.Sub(now), 0), At: now}
 }

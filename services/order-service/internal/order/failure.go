@@ -4,24 +4,22 @@ import (
 	"context"
 	"errors"
 	"time"
-
-	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 )
 
 // failureOf classifies an order failure for OrderFailed.
-func failureOf(err error) (waitingroomv1.OrderFailureReason, bool) {
+func failureOf(err error) (FailureReason, bool) {
 	switch {
 	case errors.Is(err, ErrSoldOut):
-		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_SOLD_OUT, false
+		return ReasonSoldOut, false
 	case errors.Is(err, ErrDuplicateToken):
 		// An order exists for this token: it is spent.
-		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_INVALID_REQUEST, false
+		return ReasonInvalidRequest, false
 	case errors.Is(err, ErrProductNotFound):
-		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_INVALID_REQUEST, true
+		return ReasonInvalidRequest, true
 	case errors.Is(err, context.DeadlineExceeded):
-		return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_TIMEOUT, true
+		return ReasonTimeout, true
 	}
-	return waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_DATABASE_ERROR, true
+	return ReasonDatabaseError, true
 }
 
 // failed records a failed attempt whose token was consumed: OrderFailed goes
@@ -31,19 +29,15 @@ func failureOf(err error) (waitingroomv1.OrderFailureReason, bool) {
 // (as ABANDONED): the token comes back either way.
 func (s *Service) failed(ctx context.Context, q, user, tokenID, orderID string, expires time.Time, cause error) {
 	reason, restorable := failureOf(cause)
-	ev, err := orderFailed(q, user, tokenID, orderID, reason, restorable, expires)
-	if err != nil {
-		s.log.Error("build OrderFailed", "err", err)
-		return
-	}
+	ev := failed(q, user, tokenID, orderID, reason, restorable, expires)
 	// The request may be gone; recording the failure must not be.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	s.record(ctx, q, user, tokenID, ev, restorable, cause)
+	s.record(ctx, ev, cause)
 }
 
-func (s *Service) record(ctx context.Context, q, user, tokenID string, ev OutboxEvent, restorable bool, cause error) {
-	log := s.log.With("queue", q, "token", tokenID, "event", ev.EventID, "cause", cause)
+func (s *Service) record(ctx context.Context, ev Failed, cause error) {
+	log := s.log.With("queue", ev.QueueID, "token", ev.TokenID, "event", ev.EventID(), "cause", cause)
 	_, err := s.repo.AddEvent(ctx, ev)
 	if err != nil && s.direct != nil {
 		log.Warn("outbox unavailable: publishing OrderFailed directly", "err", err)
@@ -53,9 +47,9 @@ func (s *Service) record(ctx context.Context, q, user, tokenID string, ev Outbox
 		log.Error("could not record OrderFailed now; the reaper will", "err", err)
 		return
 	}
-	if err := s.tokens.HandOff(ctx, q, user, tokenID); err != nil {
+	if err := s.tokens.HandOff(ctx, ev.QueueID, ev.UserID, ev.TokenID); err != nil {
 		// Harmless: the reaper finds the event already recorded.
 		log.Warn("hand off to restoration", "err", err)
 	}
-	log.Info("order failed", "restorable", restorable)
+	log.Info("order failed", "restorable", ev.Restorable)
 }

@@ -1,5 +1,9 @@
-// Package order is what an order is and the rules for placing one behind an
-// entry token. It knows nothing of gin, gorm, go-redis or amqp091-go.
+// Package order is what an order and a product are, the rules for placing
+// an order behind an entry token, and the order-service's use cases: place
+// (at most once per Idempotency-Key), read an order, list and put products,
+// reap abandoned attempts. It knows nothing of gin, gorm, go-redis,
+// amqp091-go or protobuf: the adapters implement its ports and encode its
+// events.
 package order
 
 import (
@@ -50,9 +54,9 @@ type Order struct {
 // StatusCreated is the status of a committed order.
 const StatusCreated = "CREATED"
 
-// OutboxEvent is an event written in the same transaction as the change it
-// reports, published afterwards by the relay. Payload is the protobuf body;
-// Type its full message name; EventID is unique (duplicates are dropped).
+// OutboxEvent is an event as the outbox stores it and the relay publishes
+// it: encoded by the adapter that wrote it (Payload is the message body, Type
+// its full message name). EventID is unique (duplicates are dropped).
 type OutboxEvent struct {
 	EventID    string
 	RoutingKey string
@@ -61,9 +65,11 @@ type OutboxEvent struct {
 	OccurredAt time.Time
 }
 
-// IdempotentResult is the stored outcome of a request with an
-// Idempotency-Key: replayed verbatim for the same user and key.
-type IdempotentResult struct {
+// StoredAnswer is the answer the first request with an Idempotency-Key got,
+// kept under (user, key) and given again, byte for byte, to its retries: the
+// status and body the HTTP port rendered. The order path never reads it; it
+// keeps it when the outcome is final and forgets the claim otherwise.
+type StoredAnswer struct {
 	Status int
 	Body   []byte
 	// Done is false while the first request is still running.

@@ -3,7 +3,6 @@ package order
 import (
 	"context"
 
-	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -65,10 +64,7 @@ func (s *Service) reap(ctx context.Context, q string, t queue.InflightToken, res
 		// lease entry so it is not retried forever.
 		return s.tokens.HandOff(ctx, q, t.UserID, t.TokenID)
 	}
-	ev, err := orderFailed(q, t.UserID, t.TokenID, t.OrderID, waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED, true, t.ExpiresAt)
-	if err != nil {
-		return err
-	}
+	ev := failed(q, t.UserID, t.TokenID, t.OrderID, ReasonAbandoned, true, t.ExpiresAt)
 	if _, err := s.repo.AddEvent(ctx, ev); err != nil {
 		return err
 	}

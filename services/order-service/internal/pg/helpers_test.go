@@ -87,13 +87,5 @@ func newOrder(p order.Product, n, q int) order.Order {
 	}
 }
 
-// createdEvent stands in for the service's OrderCreated builder.
-func createdEvent(o order.Order) (order.OutboxEvent, error) {
-	return order.OutboxEvent{
-		EventID:    "order-created-" + o.ID,
-		RoutingKey: "order.created",
-		Type:       "waitingroom.v1.OrderCreated",
-		Payload:    []byte(o.ID + "/" + o.EntryTokenID),
-		OccurredAt: o.CreatedAt,
-	}, nil
-}
+// createdEvent is the service's OrderCreated builder.
+func createdEvent(o order.Order) order.Event { return order.Created{Order: o} }

@@ -17,7 +17,7 @@ const inProgressLease = time.Minute
 // this call claimed it: run the request, then FinishIdempotent or
 // AbandonIdempotent. Otherwise res is the stored outcome to replay
 // (res.Done) or says the first request is still running (!res.Done).
-func (d *DB) BeginIdempotent(ctx context.Context, userID, key string) (res order.IdempotentResult, fresh bool, err error) {
+func (d *DB) BeginIdempotent(ctx context.Context, userID, key string) (res order.StoredAnswer, fresh bool, err error) {
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	db := d.conn(tctx)
@@ -45,17 +45,17 @@ func (d *DB) BeginIdempotent(ctx context.Context, userID, key string) (res order
 			continue
 		}
 		if rows[0].Status == nil {
-			return order.IdempotentResult{}, false, nil
+			return order.StoredAnswer{}, false, nil
 		}
-		return order.IdempotentResult{Status: *rows[0].Status, Body: rows[0].Body, Done: true}, false, nil
+		return order.StoredAnswer{Status: *rows[0].Status, Body: rows[0].Body, Done: true}, false, nil
 	}
-	return order.IdempotentResult{}, false, nil // churning: report in progress, the client retries
+	return order.StoredAnswer{}, false, nil // churning: report in progress, the client retries
 }
 
 // LookupIdempotent reads the record for (userID, key) without claiming
 // it: found is false when there is none; an unfinished one is reported as
 // not Done (the client retries).
-func (d *DB) LookupIdempotent(ctx context.Context, userID, key string) (res order.IdempotentResult, found bool, err error) {
+func (d *DB) LookupIdempotent(ctx context.Context, userID, key string) (res order.StoredAnswer, found bool, err error) {
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	var rows []idempotencyRow
@@ -66,9 +66,9 @@ func (d *DB) LookupIdempotent(ctx context.Context, userID, key string) (res orde
 		return res, false, nil
 	}
 	if rows[0].Status == nil {
-		return order.IdempotentResult{}, true, nil
+		return order.StoredAnswer{}, true, nil
 	}
-	return order.IdempotentResult{Status: *rows[0].Status, Body: rows[0].Body, Done: true}, true, nil
+	return order.StoredAnswer{Status: *rows[0].Status, Body: rows[0].Body, Done: true}, true, nil
 }
 
 // FinishIdempotent stores the outcome to replay for (userID, key). It

@@ -13,14 +13,14 @@ import (
 
 // PlaceOrder takes o.Quantity from the stock of o.ProductID in o.QueueID,
 // stores the order and the outbox event that event builds from the stored
-// order, all in one transaction bounded by TxTimeout: either all three are
-// committed or none. o.ID is generated (UUIDv7) when empty; Status defaults
+// order (encoded by Encode), all in one transaction bounded by TxTimeout:
+// either all three are committed or none. o.ID is generated (UUIDv7) when empty; Status defaults
 // to order.StatusCreated; CreatedAt is the database's clock, in UTC.
 //
 // Errors wrap order.ErrSoldOut (not enough stock), order.ErrProductNotFound
 // (no such product in this queue), order.ErrDuplicateToken (an order exists
 // for o.EntryTokenID) or order.ErrUnavailable.
-func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Order) (order.OutboxEvent, error)) (order.Order, error) {
+func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Order) order.Event) (order.Order, error) {
 	if o.Quantity <= 0 {
 		// Checked here, not only by the orders CHECK: the stock UPDATE runs
 		// first and would add stock for a negative quantity.
@@ -62,9 +62,9 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Ord
 			return insertOrderErr(err)
 		}
 		stored = row.order()
-		e, err := event(stored)
+		e, err := Encode(event(stored))
 		if err != nil {
-			return fmt.Errorf("build event: %w", err)
+			return err
 		}
 		return insertEvent(tx, e)
 	})

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
@@ -57,7 +60,7 @@ func TestPlaceOrderNeverOversells(t *testing.T) {
 		t.Fatalf("%d order rows, want 10", n)
 	}
 	// One OrderCreated per order, each naming its own order.
-	if n := count(t, raw, `SELECT count(*) FROM outbox o JOIN orders r ON o.event_id = 'order-created-' || r.id`); n != 10 {
+	if n := count(t, raw, `SELECT count(*) FROM outbox o JOIN orders r ON o.event_id = r.id || '.created'`); n != 10 {
 		t.Fatalf("%d outbox rows matching orders, want 10", n)
 	}
 	if n := count(t, raw, `SELECT count(*) FROM outbox`); n != 10 {
@@ -114,7 +117,7 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	o.ID, o.IdempotencyKey = "order-1", "key-1"
 	before := time.Now().Add(-time.Minute)
 	var seen order.Order
-	got, err := db.PlaceOrder(ctx, o, func(s order.Order) (order.OutboxEvent, error) {
+	got, err := db.PlaceOrder(ctx, o, func(s order.Order) order.Event {
 		seen = s
 		return createdEvent(s)
 	})
@@ -129,9 +132,13 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 		t.Fatalf("Order = %+v, %v; want %+v", stored, err, got)
 	}
 	var payload []byte
-	if err := raw.QueryRow(`SELECT payload FROM outbox WHERE event_id = 'order-created-order-1'`).Scan(&payload); err != nil ||
-		string(payload) != "order-1/token-1" {
-		t.Fatalf("outbox payload %q, %v", payload, err)
+	if err := raw.QueryRow(`SELECT payload FROM outbox WHERE event_id = 'order-1.created'`).Scan(&payload); err != nil {
+		t.Fatalf("outbox row of order-1.created: %v", err)
+	}
+	var created waitingroomv1.OrderCreated
+	if err := proto.Unmarshal(payload, &created); err != nil || created.GetOrderId() != "order-1" || created.GetTokenId() != "token-1" ||
+		created.GetQuantity() != 2 || !created.GetOccurredAt().AsTime().Equal(got.CreatedAt) {
+		t.Fatalf("outbox payload %v, %v; want order-1, token-1, 2 at %s", &created, err, got.CreatedAt)
 	}
 
 	// The same user and Idempotency-Key cannot make a second order.
@@ -140,12 +147,9 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	if _, err := db.PlaceOrder(ctx, o2, createdEvent); !errors.Is(err, order.ErrIdempotencyInProgress) {
 		t.Fatalf("second order with the same idempotency key: %v, want ErrIdempotencyInProgress", err)
 	}
-	// A failing event builder rolls the order back.
-	boom := errors.New("boom")
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 3, 1), func(order.Order) (order.OutboxEvent, error) {
-		return order.OutboxEvent{}, boom
-	}); !errors.Is(err, boom) {
-		t.Fatalf("PlaceOrder with a failing event builder: %v, want boom", err)
+	// An event that cannot be encoded rolls the order back.
+	if _, err := db.PlaceOrder(ctx, newOrder(p, 3, 1), func(order.Order) order.Event { return nil }); err == nil {
+		t.Fatal("PlaceOrder with no event to record succeeded")
 	}
 	if got, _ := db.Product(ctx, "p"); got.Stock != 3 {
 		t.Fatalf("stock %d, want 3", got.Stock)
@@ -163,7 +167,7 @@ func TestPlaceOrderUnknownProduct(t *testing.T) {
 	mustUpsert(t, db, product("other", "q2", 5))
 
 	calls := 0
-	event := func(o order.Order) (order.OutboxEvent, error) { calls++; return createdEvent(o) }
+	event := func(o order.Order) order.Event { calls++; return createdEvent(o) }
 	missing := newOrder(p, 1, 1)
 	missing.ProductID = "nope"
 	if _, err := db.PlaceOrder(ctx, missing, event); !errors.Is(err, order.ErrProductNotFound) {

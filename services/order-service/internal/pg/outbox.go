@@ -22,9 +22,14 @@ func payload(b []byte) []byte {
 }
 
 // AddEvent writes an event to the outbox on its own (for example
-// OrderFailed(ABANDONED) for an expired lease). inserted is false when an
-// event with that id is already there: callers may retry freely.
-func (d *DB) AddEvent(ctx context.Context, e order.OutboxEvent) (bool, error) {
+// OrderFailed(ABANDONED) for an expired lease), encoded by Encode. inserted
+// is false when an event with that id is already there: callers may retry
+// freely.
+func (d *DB) AddEvent(ctx context.Context, ev order.Event) (bool, error) {
+	e, err := Encode(ev)
+	if err != nil {
+		return false, err
+	}
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at)

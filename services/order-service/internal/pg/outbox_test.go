@@ -8,13 +8,27 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
 
-func event(id string) order.OutboxEvent {
-	return order.OutboxEvent{EventID: id, RoutingKey: "order.failed", Type: "waitingroom.v1.OrderFailed",
-		Payload: []byte("payload-" + id), OccurredAt: time.Now()}
+// event is an OrderFailed for token id; its event id is id + ".failed.o".
+func event(id string) order.Failed {
+	return order.Failed{QueueID: "q1", UserID: "u1", TokenID: id, OrderID: "o", Reason: order.ReasonDatabaseError,
+		Restorable: true, RemainingTTL: time.Minute, At: time.Now()}
+}
+
+// decodeFailed reads an outbox payload back as OrderFailed.
+func decodeFailed(t *testing.T, e order.OutboxEvent) *waitingroomv1.OrderFailed {
+	t.Helper()
+	var m waitingroomv1.OrderFailed
+	if err := proto.Unmarshal(e.Payload, &m); err != nil {
+		t.Fatalf("event %s: payload %x: %v", e.EventID, e.Payload, err)
+	}
+	return &m
 }
 
 func addEvents(t *testing.T, db *pg.DB, n int) {
@@ -131,9 +145,10 @@ func TestRelayBatchFailingPublishLeavesRowsUnsent(t *testing.T) {
 		t.Fatalf("relay: %d (%d events), %v; want 5", n, len(got), err)
 	}
 	for i, e := range got {
-		if e.RoutingKey != "order.failed" || e.Type != "waitingroom.v1.OrderFailed" ||
-			string(e.Payload) != "payload-"+e.EventID || e.OccurredAt.IsZero() {
-			t.Errorf("event %d: %+v", i, e)
+		m := decodeFailed(t, e)
+		if e.RoutingKey != "order.failed" || e.Type != "waitingroom.v1.OrderFailed" || e.OccurredAt.IsZero() ||
+			m.GetEventId() != e.EventID || e.EventID != m.GetTokenId()+".failed.o" || m.GetRemainingTtlMs() != 60_000 {
+			t.Errorf("event %d: %+v, payload %v", i, e, m)
 		}
 	}
 	if left, err := db.OutboxBacklog(ctx); err != nil || left != 0 {
@@ -154,12 +169,16 @@ func TestAddEventDuplicate(t *testing.T) {
 	if ok, err := db.AddEvent(ctx, e); !ok || err != nil {
 		t.Fatalf("first AddEvent = %v, %v; want true", ok, err)
 	}
-	e.Payload = []byte("other")
+	e.RemainingTTL = time.Second // the same fact, recorded later
 	if ok, err := db.AddEvent(ctx, e); ok || err != nil {
 		t.Fatalf("second AddEvent = %v, %v; want false, nil", ok, err)
 	}
-	if n := count(t, raw, `SELECT count(*) FROM outbox WHERE event_id = 'dup' AND payload = 'payload-dup'::bytea`); n != 1 {
-		t.Fatalf("%d rows with the first payload, want 1", n)
+	var first order.OutboxEvent
+	if err := raw.QueryRow(`SELECT event_id, payload FROM outbox WHERE event_id = 'dup.failed.o'`).Scan(&first.EventID, &first.Payload); err != nil {
+		t.Fatal(err)
+	}
+	if m := decodeFailed(t, first); m.GetRemainingTtlMs() != 60_000 {
+		t.Fatalf("stored %v, want the first event's (60000 ms left)", m)
 	}
 	if n := count(t, raw, `SELECT count(*) FROM outbox`); n != 1 {
 		t.Fatalf("%d outbox rows, want 1", n)

@@ -12,6 +12,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
 
 // publisher sends outbox events through the broker with confirms.
@@ -29,8 +30,14 @@ func (p publisher) PublishEvents(ctx context.Context, evs []order.OutboxEvent) e
 	return p.pub.Publish(ctx, out...)
 }
 
-func (p publisher) PublishEvent(ctx context.Context, e order.OutboxEvent) error {
-	return p.PublishEvents(ctx, []order.OutboxEvent{e})
+// PublishEvent publishes one domain event as the outbox would have stored
+// it (pg.Encode): the fallback when the outbox is what failed.
+func (p publisher) PublishEvent(ctx context.Context, e order.Event) error {
+	ob, err := pg.Encode(e)
+	if err != nil {
+		return err
+	}
+	return p.PublishEvents(ctx, []order.OutboxEvent{ob})
 }
 
 // timedRepo measures the order transaction.
@@ -39,7 +46,7 @@ type timedRepo struct {
 	tx *prometheus.HistogramVec
 }
 
-func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, ev func(order.Order) (order.OutboxEvent, error)) (order.Order, error) {
+func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, ev func(order.Order) order.Event) (order.Order, error) {
 	start := time.Now()
 	out, err := r.Repo.PlaceOrder(ctx, o, ev)
 	result := "committed"

@@ -1,4 +1,4 @@
-package httpapi
+package order
 
 import (
 	"context"
@@ -7,21 +7,19 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-
-	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
 // catalogTTL is how stale the public product list may be: the page shows
 // stock as a hint, the order transaction is what counts.
 const catalogTTL = time.Second
 
-// catalog answers the public GET /api/v1/products from memory, so anonymous
+// productCache answers the public product lists from memory, so anonymous
 // reads cannot load the order database: at most one query a second for the
 // queues that sell something, plus one for each queue's list, however many
 // callers and whatever queue ids they ask for. A queue that sells nothing
 // is answered from the cached set of queue ids, without a query.
-type catalog struct {
-	repo Repo
+type productCache struct {
+	repo Catalog
 	now  func() time.Time
 	sf   singleflight.Group
 
@@ -32,16 +30,16 @@ type catalog struct {
 }
 
 type cachedList struct {
-	ps []order.Product
+	ps []Product
 	at time.Time
 }
 
-func newCatalog(repo Repo) *catalog {
-	return &catalog{repo: repo, now: time.Now, lists: map[string]cachedList{}}
+func newProductCache(repo Catalog) *productCache {
+	return &productCache{repo: repo, now: time.Now, lists: map[string]cachedList{}}
 }
 
 // Products is queue q's product list, at most catalogTTL old.
-func (c *catalog) Products(ctx context.Context, q string) ([]order.Product, error) {
+func (c *productCache) Products(ctx context.Context, q string) ([]Product, error) {
 	queues, err := c.queueIDs(ctx)
 	if err != nil {
 		return nil, err
@@ -68,12 +66,12 @@ func (c *catalog) Products(ctx context.Context, q string) ([]order.Product, erro
 	if err != nil {
 		return nil, err
 	}
-	return v.([]order.Product), nil
+	return v.([]Product), nil
 }
 
 // forget drops what is cached about q and the set of queues, after this
 // replica changed a product of q (an operator sees their change at once).
-func (c *catalog) forget(q string) {
+func (c *productCache) forget(q string) {
 	c.mu.Lock()
 	delete(c.lists, q)
 	c.queuesAt = time.Time{}
@@ -83,7 +81,7 @@ func (c *catalog) forget(q string) {
 // queueIDs is the set of queues with products, at most catalogTTL old; the
 // lists of queues that left it are dropped, so the cache holds no more
 // lists than there are queues with products.
-func (c *catalog) queueIDs(ctx context.Context) ([]string, error) {
+func (c *productCache) queueIDs(ctx context.Context) ([]string, error) {
 	c.mu.Lock()
 	queues, at := c.queues, c.queuesAt
 	c.mu.Unlock()

@@ -1,4 +1,4 @@
-package httpapi
+package order
 
 import (
 	"context"
@@ -8,13 +8,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
-// countingRepo counts the catalog's queries.
+// countingRepo counts the product cache's queries.
 type countingRepo struct {
-	Repo
+	Catalog
 	queues, lists atomic.Int64
 	delay         time.Duration
 	fail          atomic.Bool
@@ -24,23 +22,23 @@ func (r *countingRepo) QueueIDs(context.Context) ([]string, error) {
 	r.queues.Add(1)
 	time.Sleep(r.delay)
 	if r.fail.Load() {
-		return nil, order.ErrUnavailable
+		return nil, ErrUnavailable
 	}
 	return []string{"sale", "other"}, nil
 }
 
-func (r *countingRepo) Products(_ context.Context, q string) ([]order.Product, error) {
+func (r *countingRepo) Products(_ context.Context, q string) ([]Product, error) {
 	r.lists.Add(1)
 	time.Sleep(r.delay)
-	return []order.Product{{ID: "p-" + q, QueueID: q, Stock: 7}}, nil
+	return []Product{{ID: "p-" + q, QueueID: q, Stock: 7}}, nil
 }
 
 // A thousand concurrent anonymous reads, half of them for queue ids that
 // sell nothing, cost the database one query for the set of queues and one
 // for the list; a second later, one of each again.
-func TestCatalogBoundsPublicReadsOnTheDatabase(t *testing.T) {
+func TestProductCacheBoundsPublicReadsOnTheDatabase(t *testing.T) {
 	repo := &countingRepo{delay: 20 * time.Millisecond}
-	c := newCatalog(repo)
+	c := newProductCache(repo)
 	var clock atomic.Int64
 	clock.Store(time.Unix(1_800_000_000, 0).UnixNano())
 	c.now = func() time.Time { return time.Unix(0, clock.Load()) }
@@ -102,7 +100,7 @@ func TestCatalogBoundsPublicReadsOnTheDatabase(t *testing.T) {
 	// A database outage is the caller's error (503), not an empty list.
 	clock.Add(int64(catalogTTL))
 	repo.fail.Store(true)
-	if _, err := c.Products(context.Background(), "sale"); !errors.Is(err, order.ErrUnavailable) {
+	if _, err := c.Products(context.Background(), "sale"); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("during an outage: %v, want ErrUnavailable", err)
 	}
 }

@@ -1,0 +1,85 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+// An attempt that consumed a token and placed no order is recorded as one
+// Failed event, with the reason and restorability the order path's policy
+// gives its cause; through the outbox, or straight to the broker when the
+// outbox is down; and the token is handed off to restoration either way.
+func TestFailedAttemptsRecordOneEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cause      error
+		outboxDown bool
+		reason     order.FailureReason
+		restorable bool
+	}{
+		{"sold out", order.ErrSoldOut, false, order.ReasonSoldOut, false},
+		{"token used for an order", order.ErrDuplicateToken, false, order.ReasonInvalidRequest, false},
+		{"no such product", order.ErrProductNotFound, false, order.ReasonInvalidRequest, true},
+		{"timed out", fmt.Errorf("place order: %w", context.DeadlineExceeded), false, order.ReasonTimeout, true},
+		{"database down", order.ErrUnavailable, true, order.ReasonDatabaseError, true},
+		{"anything else", errors.New("disk full"), false, order.ReasonDatabaseError, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tokens, repo, direct := &memTokens{check: queue.TokenCheck{State: queue.TokenValid}}, newMemRepo(), &memPublisher{}
+			repo.placeErr = tc.cause
+			if tc.outboxDown {
+				repo.outboxErr = order.ErrUnavailable
+			}
+			svc := newService(t, tokens, repo, direct, order.Limits{})
+			_, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, Token: "secret"})
+			if !errors.Is(err, tc.cause) {
+				t.Fatalf("Place: %v, want %v", err, tc.cause)
+			}
+			recorded, other := repo.events, direct.published
+			if tc.outboxDown {
+				recorded, other = direct.published, repo.events
+			}
+			if len(recorded) != 1 || len(other) != 0 {
+				t.Fatalf("%d events in the outbox, %d published directly; want 1 where it could go", len(repo.events), len(direct.published))
+			}
+			f, ok := recorded[0].(order.Failed)
+			if !ok {
+				t.Fatalf("recorded %T, want order.Failed", recorded[0])
+			}
+			if f.Reason != tc.reason || f.Restorable != tc.restorable || f.QueueID != "sale" || f.UserID != "alice" || f.TokenID != "tok-1" ||
+				f.OrderID == "" || f.EventID() != "tok-1.failed."+f.OrderID || f.RemainingTTL <= 0 || f.RemainingTTL > time.Minute {
+				t.Fatalf("recorded %+v, want %s restorable %v for tok-1 with under a minute left", f, tc.reason, tc.restorable)
+			}
+			if len(tokens.handedOff) != 1 || tokens.handedOff[0] != "tok-1" || tokens.settled != 0 {
+				t.Fatalf("handed off %v, settled %d; want tok-1 handed off, nothing settled", tokens.handedOff, tokens.settled)
+			}
+		})
+	}
+}
+
+// A committed order records one Created event for the stored order, and
+// the token is settled.
+func TestPlacedOrderRecordsCreated(t *testing.T) {
+	tokens, repo := &memTokens{check: queue.TokenCheck{State: queue.TokenValid}}, newMemRepo()
+	svc := newService(t, tokens, repo, nil, order.Limits{})
+	o, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 2, Token: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(repo.events) != 1 {
+		t.Fatalf("%d events, want 1", len(repo.events))
+	}
+	c, ok := repo.events[0].(order.Created)
+	if !ok || c.Order != o || c.EventID() != o.ID+".created" || o.EntryTokenID != "tok-1" || o.Quantity != 2 {
+		t.Fatalf("recorded %+v for order %+v", repo.events[0], o)
+	}
+	if tokens.settled != 1 || len(tokens.handedOff) != 0 {
+		t.Fatalf("settled %d, handed off %v; want 1 and none", tokens.settled, tokens.handedOff)
+	}
+}

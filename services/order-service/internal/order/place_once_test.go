@@ -1,0 +1,132 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+// status stands in for the HTTP port's rendering: any distinct number per
+// outcome does, since PlaceOnce keeps or forgets an answer by the error,
+// never by its status.
+func status(err error) int {
+	var rl *order.RateLimitedError
+	switch {
+	case err == nil:
+		return 201
+	case errors.As(err, &rl):
+		return 429
+	case errors.Is(err, queue.ErrInvalidToken):
+		return 403
+	case errors.Is(err, order.ErrSoldOut):
+		return 409
+	case errors.Is(err, order.ErrUnavailable):
+		return 503
+	}
+	return 500
+}
+
+// PlaceOnce: the cheap check first, then the key, then the order; final
+// answers are kept for retries, passing ones free the key, and a spent
+// token's holder only ever gets a stored answer back.
+func TestPlaceOnce(t *testing.T) {
+	stored := order.StoredAnswer{Status: 201, Body: []byte(`{"orderId":"first"}`), Done: true}
+	for _, tc := range []struct {
+		name     string
+		check    queue.TokenCheck
+		key      string
+		limited  bool                          // the queue's rate limit is used up
+		placeErr error                         // the order transaction's failure
+		answers  map[string]order.StoredAnswer // already kept, by user|key
+		// want
+		err        error
+		status     int
+		replayed   bool
+		consumed   int
+		calls      map[string]int // of the repo; absent = 0
+		keptStatus int            // the answer kept under alice|k afterwards; 0 = none, -1 = a claim
+	}{
+		{name: "order without a key", check: queue.TokenCheck{State: queue.TokenValid},
+			status: 201, consumed: 1, calls: map[string]int{"PlaceOrder": 1}},
+		{name: "order with a key is kept", check: queue.TokenCheck{State: queue.TokenValid}, key: "k",
+			status: 201, consumed: 1, keptStatus: 201,
+			calls: map[string]int{"BeginIdempotent": 1, "PlaceOrder": 1, "FinishIdempotent": 1}},
+		{name: "sold out is final: kept", check: queue.TokenCheck{State: queue.TokenValid}, key: "k", placeErr: order.ErrSoldOut,
+			status: 409, consumed: 1, keptStatus: 409,
+			calls: map[string]int{"BeginIdempotent": 1, "PlaceOrder": 1, "AddEvent": 1, "FinishIdempotent": 1}},
+		{name: "an outage passes: the key is freed", check: queue.TokenCheck{State: queue.TokenValid}, key: "k", placeErr: order.ErrUnavailable,
+			status: 503, consumed: 1,
+			calls: map[string]int{"BeginIdempotent": 1, "PlaceOrder": 1, "AddEvent": 1, "AbandonIdempotent": 1}},
+		{name: "rate limited before the key is claimed", check: queue.TokenCheck{State: queue.TokenValid}, key: "k", limited: true,
+			status: 429},
+		{name: "junk token: answered, no key, no database", check: queue.TokenCheck{State: queue.TokenInvalid}, key: "k",
+			status: 403},
+		{name: "spent token with a kept answer: replayed", check: queue.TokenCheck{State: queue.TokenSpent}, key: "k",
+			answers: map[string]order.StoredAnswer{"alice|k": stored}, status: 201, replayed: true, keptStatus: 201,
+			calls: map[string]int{"LookupIdempotent": 1}},
+		{name: "spent token, its key still running", check: queue.TokenCheck{State: queue.TokenSpent}, key: "k",
+			answers: map[string]order.StoredAnswer{"alice|k": {}}, err: order.ErrIdempotencyInProgress, keptStatus: -1,
+			calls: map[string]int{"LookupIdempotent": 1}},
+		{name: "spent token, nothing kept under its key", check: queue.TokenCheck{State: queue.TokenSpent}, key: "k",
+			status: 403, calls: map[string]int{"LookupIdempotent": 1}},
+		{name: "spent token without a key", check: queue.TokenCheck{State: queue.TokenSpent}, status: 403},
+		{name: "key answered before: replayed, nothing consumed", check: queue.TokenCheck{State: queue.TokenValid}, key: "k",
+			answers: map[string]order.StoredAnswer{"alice|k": stored}, status: 201, replayed: true, keptStatus: 201,
+			calls: map[string]int{"BeginIdempotent": 1}},
+		{name: "key claimed by a running request", check: queue.TokenCheck{State: queue.TokenValid}, key: "k",
+			answers: map[string]order.StoredAnswer{"alice|k": {}}, err: order.ErrIdempotencyInProgress, keptStatus: -1,
+			calls: map[string]int{"BeginIdempotent": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tokens, repo := &memTokens{check: tc.check}, newMemRepo()
+			repo.placeErr = tc.placeErr
+			for k, a := range tc.answers {
+				repo.answers[k] = a
+			}
+			var limits order.Limits
+			if tc.limited {
+				limits.Queue = refuseAll{}
+			}
+			svc := newService(t, tokens, repo, nil, limits)
+			rendered := 0
+			ans, replayed, err := svc.PlaceOnce(context.Background(),
+				order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, Token: "secret"}, tc.key,
+				func(o order.Order, err error) order.StoredAnswer {
+					rendered++
+					return order.StoredAnswer{Status: status(err), Body: []byte(o.ID), Done: true}
+				})
+			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
+				t.Fatalf("err %v, want %v", err, tc.err)
+			}
+			if ans.Status != tc.status || replayed != tc.replayed {
+				t.Fatalf("answer %d replayed %v, want %d replayed %v", ans.Status, replayed, tc.status, tc.replayed)
+			}
+			if wantRendered := map[bool]int{true: 0, false: 1}[tc.replayed || tc.err != nil]; rendered != wantRendered {
+				t.Fatalf("rendered %d times, want %d", rendered, wantRendered)
+			}
+			if replayed && string(ans.Body) != string(stored.Body) {
+				t.Fatalf("replayed %q, want the kept %q", ans.Body, stored.Body)
+			}
+			if tokens.consumed != tc.consumed {
+				t.Fatalf("%d tokens consumed, want %d", tokens.consumed, tc.consumed)
+			}
+			for _, name := range []string{"BeginIdempotent", "LookupIdempotent", "FinishIdempotent", "AbandonIdempotent", "PlaceOrder", "AddEvent"} {
+				if repo.calls[name] != tc.calls[name] {
+					t.Errorf("%s called %d times, want %d (all calls %v)", name, repo.calls[name], tc.calls[name], repo.calls)
+				}
+			}
+			kept, ok := repo.answers["alice|k"]
+			switch {
+			case tc.keptStatus == 0 && ok:
+				t.Fatalf("kept %+v under the key, want nothing", kept)
+			case tc.keptStatus == -1 && (!ok || kept.Done):
+				t.Fatalf("kept %+v (%v), want the running request's claim", kept, ok)
+			case tc.keptStatus > 0 && (!kept.Done || kept.Status != tc.keptStatus):
+				t.Fatalf("kept %+v, want status %d", kept, tc.keptStatus)
+			}
+		})
+	}
+}
