@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
@@ -56,7 +55,7 @@ func (h *Handler) Handle(ctx context.Context, d broker.Delivery) broker.Result {
 		h.log.Error("undecodable OrderFailed: dead-lettered", "message_id", d.MessageID, "err", err)
 		return broker.DeadLetter
 	}
-	if !queue.ValidID(ev.GetQueueId()) || !auth.ValidUserID(ev.GetUserId()) || ev.GetTokenId() == "" || ev.GetOrderId() == "" {
+	if !queue.ValidID(ev.GetQueueId()) || !queue.ValidUserID(ev.GetUserId()) || ev.GetTokenId() == "" || ev.GetOrderId() == "" {
 		h.log.Error("OrderFailed without valid queue, user, token and order ids: dead-lettered", "message_id", d.MessageID)
 		return broker.DeadLetter
 	}
