@@ -36,11 +36,9 @@ type Config struct {
 	Queues []string `env:"DISPATCH_QUEUES"`
 	// InstanceID names this replica in leases; defaults to hostname + random.
 	InstanceID string `env:"INSTANCE_ID"`
-	// OrderFailedDeliveryLimit is how often one OrderFailed is redelivered
-	// before it is dead-lettered to admission-dispatcher.order-failed.dlq.
-	OrderFailedDeliveryLimit int `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
-	// OrderFailedQueue is the quorum queue OrderFailed is consumed from.
-	OrderFailedQueue string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
+	// OrderFailed names the quorum queue OrderFailed is consumed from and
+	// how often one is delivered before it is dead-lettered.
+	config.OrderFailed
 }
 
 // Validate checks what env tags cannot.
@@ -60,12 +58,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("DISPATCH_QUEUES: %q is not a valid queue id", q))
 		}
 	}
-	if c.OrderFailedQueue == "" {
-		errs = append(errs, errors.New("ORDER_FAILED_QUEUE must not be empty"))
-	}
-	if c.OrderFailedDeliveryLimit < 1 {
-		errs = append(errs, errors.New("ORDER_FAILED_DELIVERY_LIMIT must be positive"))
-	}
+	errs = append(errs, c.OrderFailed.Check())
 	return errors.Join(errs...)
 }
 
