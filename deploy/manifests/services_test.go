@@ -23,7 +23,8 @@ type service struct {
 	// /readyz): the container port named ops, the probes, the Prometheus
 	// annotations and EXPOSE use it; no Service and no Ingress may.
 	opsPort int
-	// shutdown is SHUTDOWN_TIMEOUT's default.
+	// shutdown is SHUTDOWN_TIMEOUT's default (one for every service, in
+	// pkg/config; a manifest may set less).
 	shutdown time.Duration
 	// public services are reached through the Ingress.
 	public bool
@@ -39,8 +40,8 @@ type service struct {
 var services = []service{
 	{name: "queue-gateway", port: 8080, opsPort: 9080, shutdown: 15 * time.Second, public: true, hpa: true, auth: true},
 	{name: "order-service", port: 8081, opsPort: 9081, shutdown: 15 * time.Second, public: true, hpa: true, auth: true, amqp: true, database: true},
-	{name: "notification-service", port: 8082, opsPort: 9082, shutdown: 10 * time.Second, public: true, hpa: true, auth: true, amqp: true},
-	{name: "admission-dispatcher", opsPort: 9083, shutdown: 10 * time.Second, amqp: true},
+	{name: "notification-service", port: 8082, opsPort: 9082, shutdown: 15 * time.Second, public: true, hpa: true, auth: true, amqp: true},
+	{name: "admission-dispatcher", opsPort: 9083, shutdown: 15 * time.Second, amqp: true},
 }
 
 func serviceNamed(name string) (service, bool) {
@@ -138,6 +139,25 @@ func envDefaults(t *testing.T, svc, name string) []string {
 	return found
 }
 
+// sharedDefault is the envDefault of a setting pkg/config declares for
+// every service.
+func sharedDefault(t *testing.T, name string) string {
+	t.Helper()
+	re := regexp.MustCompile(`env:"` + regexp.QuoteMeta(name) + `"\s+envDefault:"([^"]*)"`)
+	var found []string
+	for _, src := range goSources(t) {
+		if strings.HasPrefix(src.path, "pkg/config/") {
+			for _, m := range re.FindAllStringSubmatch(src.text, -1) {
+				found = append(found, m[1])
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want exactly one %s default in pkg/config, found %q", name, found)
+	}
+	return found[0]
+}
+
 // TestServiceFacts checks the table above against the services' own
 // configuration, so the deployment tests below test against the truth.
 func TestServiceFacts(t *testing.T) {
@@ -152,7 +172,10 @@ func TestServiceFacts(t *testing.T) {
 		if got, want := envDefault(t, s.name, "OPS_ADDR"), ":"+strconv.Itoa(s.opsPort); got != want {
 			t.Errorf("%s: OPS_ADDR default is %q in the sources, the deployment files assume %q", s.name, got, want)
 		}
-		d, err := time.ParseDuration(envDefault(t, s.name, "SHUTDOWN_TIMEOUT"))
+		if found := envDefaults(t, s.name, "SHUTDOWN_TIMEOUT"); len(found) != 0 {
+			t.Errorf("%s: a SHUTDOWN_TIMEOUT default %q of its own; it is config.HTTP's, one for every service", s.name, found)
+		}
+		d, err := time.ParseDuration(sharedDefault(t, "SHUTDOWN_TIMEOUT"))
 		if err != nil {
 			t.Fatalf("%s: SHUTDOWN_TIMEOUT default: %v", s.name, err)
 		}

@@ -18,11 +18,7 @@ import (
 type Options struct {
 	// Service runs every use case: the handlers reach the database only
 	// through it.
-	Service *order.Service
-	// Repo is not used.
-	//
-	// Deprecated: the handlers go through Service; leave it out.
-	Repo     any
+	Service  *order.Service
 	Verifier *auth.Verifier
 	Log      *slog.Logger
 	Registry *prometheus.Registry

@@ -101,7 +101,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil
 		},
 	})
-	h, err := httpapi.New(httpapi.Options{Service: svc, Repo: db, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
+	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: reg, Health: health, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
 		return nil, err
 	}
