@@ -28,7 +28,11 @@ func TestNewEngineRefusesBadOptionsWithAnError(t *testing.T) {
 		o    func() httpserver.EngineOptions
 	}{
 		{"origin without scheme", func() httpserver.EngineOptions { o := ok(); o.CORSOrigins = []string{"page.example"}; return o }},
-		{"a path", func() httpserver.EngineOptions { o := ok(); o.CORSOrigins = []string{"http://page.example/app"}; return o }},
+		{"a path", func() httpserver.EngineOptions {
+			o := ok()
+			o.CORSOrigins = []string{"http://page.example/app"}
+			return o
+		}},
 		{"no registry", func() httpserver.EngineOptions { o := ok(); o.Registry = nil; return o }},
 		{"no log", func() httpserver.EngineOptions { o := ok(); o.Log = nil; return o }},
 		{"no health", func() httpserver.EngineOptions { o := ok(); o.Health = nil; return o }},
