@@ -2,8 +2,36 @@
 # `make run`: every built service against the local Redis, RabbitMQ and
 # PostgreSQL, dev auth on, a demo queue created. Log lines are prefixed with
 # the service name. Ctrl-C stops everything; nothing is left running.
+#
+# Stopping: Ctrl-C (SIGINT), SIGTERM, SIGHUP (the terminal closed) or the
+# script's own exit sends SIGTERM to every service, waits up to STOP_TIMEOUT
+# seconds for their graceful shutdown, then kills what is left; another
+# Ctrl-C meanwhile kills at once. Each service runs in a session of its own,
+# so no signal but the script's reaches it, and the script knows its pid from
+# the start. Its output reaches stdout through a FIFO and a prefixer that
+# ignores the terminal's signals and a closed stdout: with `make run | tee
+# log`, Ctrl-C kills tee first, and neither the script nor a service may die
+# of that broken pipe before the stop is done.
+#
+# Settings (environment): BIN_DIR (default bin); the ports GATEWAY_PORT,
+# ORDERS_PORT, NOTIFICATIONS_PORT (8080-8082) and GATEWAY_OPS_PORT,
+# ORDERS_OPS_PORT, NOTIFICATIONS_OPS_PORT, DISPATCHER_OPS_PORT (9080-9083);
+# DEMO_QUEUE (demo); STOP_TIMEOUT (20, above the services' SHUTDOWN_TIMEOUT).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+
+BIN_DIR=${BIN_DIR:-bin}
+STOP_TIMEOUT=${STOP_TIMEOUT:-20}
+DEMO_QUEUE=${DEMO_QUEUE:-demo}
+# service -> API port (the dispatcher has none), ops listener's port, colour
+declare -A api_port=([queue-gateway]=${GATEWAY_PORT:-8080} [order-service]=${ORDERS_PORT:-8081}
+  [notification-service]=${NOTIFICATIONS_PORT:-8082})
+declare -A ops_port=([queue-gateway]=${GATEWAY_OPS_PORT:-9080} [order-service]=${ORDERS_OPS_PORT:-9081}
+  [notification-service]=${NOTIFICATIONS_OPS_PORT:-9082} [admission-dispatcher]=${DISPATCHER_OPS_PORT:-9083})
+declare -A colour=([queue-gateway]=36 [admission-dispatcher]=33 [notification-service]=35 [order-service]=32)
+page_port=${api_port[queue-gateway]}
+GATEWAY=${GATEWAY:-http://127.0.0.1:$page_port}
+ORDERS=${ORDERS:-http://127.0.0.1:${api_port[order-service]}}
 
 export AUTH_DEV_MODE=true
 export LOG_LEVEL=${LOG_LEVEL:-info}
@@ -12,58 +40,139 @@ export AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}
 export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/waitingroom?sslmode=disable}
 # Local runs come from one address: the per-IP enter limit would only get in the way.
 export ENTER_RATE_LIMIT_PER_IP=${ENTER_RATE_LIMIT_PER_IP:-0}
+# The page, served by the gateway, calls the order- and notification-services.
+export ORDER_SERVICE_PUBLIC_URL=${ORDER_SERVICE_PUBLIC_URL:-http://localhost:${api_port[order-service]}}
+export NOTIFICATION_SERVICE_PUBLIC_URL=${NOTIFICATION_SERVICE_PUBLIC_URL:-http://localhost:${api_port[notification-service]}}
+export CORS_ALLOWED_ORIGINS=${CORS_ALLOWED_ORIGINS:-http://localhost:$page_port,http://127.0.0.1:$page_port}
 
-GATEWAY=${GATEWAY:-http://127.0.0.1:8080}
-ORDERS=${ORDERS:-http://127.0.0.1:8081}
-DEMO_QUEUE=${DEMO_QUEUE:-demo}
+# A write to a gone reader fails instead of killing the script: SIGPIPE is
+# caught (a caught signal is reset in children, so they keep the default).
+trap : PIPE
+# note writes its lines to stderr, the terminal even under `| tee log`.
+note() { printf '%s\n' "$@" >&2 2>/dev/null || true; }
 
-# service name -> colour
-declare -A colour=([queue-gateway]=36 [admission-dispatcher]=33 [notification-service]=35 [order-service]=32)
 services=()
 for s in queue-gateway admission-dispatcher notification-service order-service; do
-  [[ -x bin/$s ]] && services+=("$s")
+  [[ -x $BIN_DIR/$s ]] && services+=("$s")
 done
 if ((${#services[@]} == 0)); then
-  echo "no service binaries in bin/: run make build" >&2
+  note "no service binaries in $BIN_DIR/: run make build"
   exit 1
 fi
+for s in "${services[@]}"; do
+  for port in ${api_port[$s]:-} ${ops_port[$s]}; do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      note "port $port is taken: is another $s (or make run) still running?"
+      exit 1
+    fi
+  done
+done
 
 # The order-service needs its database.
-if [[ -x bin/order-service ]]; then
+if [[ -x $BIN_DIR/order-service ]]; then
   db=${DATABASE_URL##*/}; db=${db%%\?*}
   psql "${DATABASE_URL%/*}/postgres" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 ||
     psql "${DATABASE_URL%/*}/postgres" -qc "CREATE DATABASE \"$db\""
 fi
 
-pids=()
-stop() {
-  trap - INT TERM EXIT
-  echo
-  echo "stopping: ${services[*]}"
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "stopped"
-}
-trap stop INT TERM EXIT
+pids=()          # the services', in start order
+declare -A name  # pid -> service
+fifos=           # the directory of their output FIFOs
+stopping= hurry= spawning= pending=
 
-for s in "${services[@]}"; do
-  # The API port (none for the dispatcher) and the ops listener's (OPS_ADDR).
-  case $s in
-    queue-gateway) ports="8080 9080" ;; order-service) ports="8081 9081" ;;
-    notification-service) ports="8082 9082" ;; admission-dispatcher) ports="9083" ;;
-  esac
-  for port in $ports; do
-    if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
-      echo "port $port is taken: is another $s (or make run) still running?" >&2
-      exit 1
+# stop ends every service: SIGTERM to its process group, up to STOP_TIMEOUT
+# seconds for all to exit, then SIGKILL; it reports each exit status, waits
+# for the prefixers (they end with their service's output) and exits with
+# code (default: the status the script was exiting with).
+stop() {
+  local code=$? p st left
+  (($#)) && code=$1
+  stopping=1
+  trap - EXIT
+  set +e
+  if ((${#pids[@]})); then
+    note "" "stopping: ${services[*]} (another Ctrl-C kills them now)"
+    # The group, unless the service is still on its way to setsid.
+    for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
+    local deadline=$((SECONDS + STOP_TIMEOUT))
+    while [[ -z $hurry ]] && ((SECONDS < deadline)); do
+      left=$(running)
+      [[ -n $left ]] || break
+      sleep 0.1
+    done
+    left=$(running)
+    if [[ -n $left ]]; then
+      for p in $left; do
+        note "killing ${name[$p]}"
+        kill -KILL -- "-$p" 2>/dev/null || kill -KILL "$p" 2>/dev/null
+      done
     fi
+    for p in "${pids[@]}"; do
+      # wait returns early when a signal comes in; the process is gone once kill -0 fails.
+      while :; do
+        wait "$p" 2>/dev/null; st=$?
+        kill -0 "$p" 2>/dev/null || break
+      done
+      note "${name[$p]} exited with status $st"
+    done
+    wait
+  fi
+  [[ -z $fifos ]] || rm -rf "$fifos"
+  note "stopped"
+  exit "$code"
+}
+
+# running lists the services still alive.
+running() {
+  local p
+  for p in "${pids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then printf '%s\n' "$p"; fi
   done
-  c=${colour[$s]}
-  # setsid: the service gets its own process group, so Ctrl-C reaches it only
-  # through stop(), which waits for its graceful shutdown.
-  setsid "bin/$s" > >(while IFS= read -r line; do printf '\033[%sm%-21s|\033[0m %s\n' "$c" "$s" "$line"; done) 2>&1 &
-  pids+=($!)
+}
+
+# on_signal stops with 128+signal. While services are being started it only
+# remembers the signal, so no service starts unrecorded; while stopping it
+# makes stop kill now.
+on_signal() {
+  if [[ -n $stopping ]]; then hurry=1
+  elif [[ -n $spawning ]]; then pending=$1
+  else stop "$1"; fi
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
+trap stop EXIT
+fifos=$(mktemp -d)
+
+# prefix copies a service's output to stdout, each line led by the service's
+# name. It outlives Ctrl-C and a gone stdout (then it drains the rest
+# unprinted): the service must never write into a closed pipe, and its
+# output ends, ending this, when stop has ended the service.
+prefix() {
+  trap '' INT TERM HUP PIPE
+  local line
+  while IFS= read -r line || [[ -n $line ]]; do
+    printf '\033[%sm%-21s|\033[0m %s\n' "$2" "$1" "$line" 2>/dev/null || break
+  done
+  exec cat >/dev/null
+}
+
+spawning=1
+for s in "${services[@]}"; do
+  mkfifo "$fifos/$s"
+  prefix "$s" "${colour[$s]}" <"$fifos/$s" &
+  addrs=("OPS_ADDR=:${ops_port[$s]}")
+  [[ -n ${api_port[$s]:-} ]] && addrs+=("HTTP_ADDR=:${api_port[$s]}")
+  # setsid: a session (and process group) of its own, so the terminal's
+  # Ctrl-C reaches the service only through stop(). A background job of a
+  # script is never a group leader, so setsid execs in place: $! is the
+  # service.
+  env "${addrs[@]}" setsid "$BIN_DIR/$s" >"$fifos/$s" 2>&1 </dev/null &
+  pids+=("$!")
+  name[$!]=$s
 done
+spawning=
+[[ -z $pending ]] || stop "$pending"
 
 # Wait for the gateway, then create the demo queue with a dev admin token.
 for _ in $(seq 1 100); do
@@ -74,7 +183,7 @@ admin=$(curl -fsS -X POST "$GATEWAY/api/v1/dev/token" -H 'Content-Type: applicat
   -d '{"userId":"demo-admin","role":"admin"}' | jq -r .token)
 curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$DEMO_QUEUE" -H "Authorization: Bearer $admin" \
   -H 'Content-Type: application/json' -d '{"state":"OPEN","admissionRatePerSec":2}' >/dev/null
-if [[ -x bin/order-service ]]; then
+if [[ -x $BIN_DIR/order-service ]]; then
   for _ in $(seq 1 100); do
     curl -fsS "$ORDERS/readyz" >/dev/null 2>&1 && break
     sleep 0.1
@@ -83,18 +192,20 @@ if [[ -x bin/order-service ]]; then
     -H 'Content-Type: application/json' \
     -d "{\"queueId\":\"$DEMO_QUEUE\",\"name\":\"Demo tee\",\"stock\":100,\"priceCents\":2500}" >/dev/null
 fi
-cat <<MSG
+# cat dies quietly of SIGPIPE when the reader is gone; the stack runs on.
+cat <<MSG 2>/dev/null || true
 
   waiting room is up: ${services[*]}
-  the page:    http://localhost:8080/
-  metrics:     http://localhost:9080/metrics (gateway), 9081 (orders), 9082 (notifications), 9083 (dispatcher)
+  the page:    http://localhost:$page_port/
+  metrics:     http://localhost:${ops_port[queue-gateway]}/metrics (gateway), ${ops_port[order-service]} (orders), ${ops_port[notification-service]} (notifications), ${ops_port[admission-dispatcher]} (dispatcher)
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
   dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'
   enter:       curl -X POST -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/enter
   position:    curl -H "Authorization: Bearer <token>" $GATEWAY/api/v1/queues/$DEMO_QUEUE/position
-  order:       curl -X POST $ORDERS/api/v1/orders -H "Authorization: Bearer <token>" -H "X-Entry-Token: <entry token>" \
+  order:       curl -X POST $ORDERS/api/v1/orders -H "Authorization: Bearer <token>" -H "X-Entry-Token: <entry token>" \\
                  -H 'Content-Type: application/json' -d '{"queueId":"$DEMO_QUEUE","productId":"demo-tee","quantity":1}'
   Ctrl-C stops everything.
 
 MSG
+# Until a signal, or until every service has exited by itself.
 wait "${pids[@]}"
