@@ -58,10 +58,6 @@ var debt = map[string]map[string]string{
 		// client_golang's registry speaks the protobuf exposition format.
 		"google.golang.org/protobuf": "through github.com/prometheus/client_golang",
 	},
-	"services/admission-dispatcher/internal/restore": {
-		"github.com/rabbitmq/amqp091-go": "Handler.Handle takes a broker.Delivery: the OrderFailed consumer lives in the domain package, not in wire",
-		"google.golang.org/protobuf":     "Handler.Handle decodes the OrderFailed body itself",
-	},
 }
 
 // pkgInfo is what go list says of one package.

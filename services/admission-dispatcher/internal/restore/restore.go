@@ -1,5 +1,5 @@
-// Package restore gives tokens back when orders fail: it consumes
-// OrderFailed from the admission-dispatcher.order-failed quorum queue and
+// Package restore gives tokens back when orders fail: for each failed order
+// (an OrderFailed the dispatcher's wiring decodes from its quorum queue) it
 // restores the token (restorable) or frees the slot (not restorable).
 package restore
 
@@ -9,11 +9,6 @@ import (
 	"log/slog"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/waitingroom/waitingroom/pkg/broker"
-	"github.com/waitingroom/waitingroom/pkg/events"
-	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -27,12 +22,37 @@ type Recorder interface {
 	Restored(q string, o queue.RestoreOutcome)
 }
 
-// Handler handles OrderFailed deliveries.
+// Failure is one failed order, as an OrderFailed event tells it.
+type Failure struct {
+	QueueID, UserID, TokenID, OrderID string
+	// Reason is why the order failed (for the log).
+	Reason string
+	// Restorable: the token goes back (a passing failure); otherwise the
+	// slot is freed (sold out, payment declined).
+	Restorable bool
+	// Redelivery is how often the event was delivered before (for the log).
+	Redelivery int64
+}
+
+// Result is what becomes of a failure's delivery.
+type Result int
+
+// The results of Handle.
+const (
+	// Done: handled, or nothing left to do; acknowledge it.
+	Done Result = iota
+	// Retry: a passing failure (the store); deliver it again.
+	Retry
+	// Poison: it can never be handled; dead-letter it.
+	Poison
+)
+
+// Handler restores the tokens of failed orders.
 type Handler struct {
 	store Store
 	rec   Recorder
 	log   *slog.Logger
-	// unavailableFor is how long a delivery is held, retrying, while Redis
+	// unavailableFor is how long a failure is held, retrying, while Redis
 	// is down, before it goes back to the queue: an outage should delay
 	// restores, not burn through the delivery limit into the DLQ.
 	unavailableFor time.Duration
@@ -43,39 +63,30 @@ func NewHandler(store Store, rec Recorder, log *slog.Logger) *Handler {
 	return &Handler{store: store, rec: rec, log: log, unavailableFor: 30 * time.Second}
 }
 
-// Handle restores the token of one OrderFailed. Redelivery is normal: the
+// Handle restores the token of one failed order. Redelivery is normal: the
 // restore is idempotent by token and order id.
-func (h *Handler) Handle(ctx context.Context, d broker.Delivery) broker.Result {
-	var ev waitingroomv1.OrderFailed
-	if d.Type != "" && d.Type != events.TypeName(&ev) {
-		h.log.Error("unexpected message type on the order-failed queue: dead-lettered", "type", d.Type, "message_id", d.MessageID)
-		return broker.DeadLetter
-	}
-	if err := proto.Unmarshal(d.Body, &ev); err != nil {
-		h.log.Error("undecodable OrderFailed: dead-lettered", "message_id", d.MessageID, "err", err)
-		return broker.DeadLetter
-	}
-	if !queue.ValidID(ev.GetQueueId()) || !queue.ValidUserID(ev.GetUserId()) || ev.GetTokenId() == "" || ev.GetOrderId() == "" {
-		h.log.Error("OrderFailed without valid queue, user, token and order ids: dead-lettered", "message_id", d.MessageID)
-		return broker.DeadLetter
+func (h *Handler) Handle(ctx context.Context, f Failure) Result {
+	if !queue.ValidID(f.QueueID) || !queue.ValidUserID(f.UserID) || f.TokenID == "" || f.OrderID == "" {
+		h.log.Error("OrderFailed without valid queue, user, token and order ids: dead-lettered", "token", f.TokenID, "order", f.OrderID)
+		return Poison
 	}
 	deadline := time.Now().Add(h.unavailableFor)
 	pause := 100 * time.Millisecond
 	for {
-		out, err := h.store.Restore(ctx, ev.GetQueueId(), ev.GetUserId(), ev.GetTokenId(), ev.GetOrderId(), ev.GetRestorable())
+		out, err := h.store.Restore(ctx, f.QueueID, f.UserID, f.TokenID, f.OrderID, f.Restorable)
 		if err == nil {
-			h.rec.Restored(ev.GetQueueId(), out)
-			h.log.Info("order failure handled", "queue", ev.GetQueueId(), "token", ev.GetTokenId(), "order", ev.GetOrderId(),
-				"reason", ev.GetReason().String(), "restorable", ev.GetRestorable(), "outcome", out, "redelivery", d.DeliveryCount)
-			return broker.Ack
+			h.rec.Restored(f.QueueID, out)
+			h.log.Info("order failure handled", "queue", f.QueueID, "token", f.TokenID, "order", f.OrderID,
+				"reason", f.Reason, "restorable", f.Restorable, "outcome", out, "redelivery", f.Redelivery)
+			return Done
 		}
 		if !errors.Is(err, queue.ErrUnavailable) || time.Now().After(deadline) {
-			h.log.Warn("restore failed: will be redelivered", "token", ev.GetTokenId(), "err", err)
-			return broker.Retry
+			h.log.Warn("restore failed: will be redelivered", "token", f.TokenID, "err", err)
+			return Retry
 		}
 		select {
 		case <-ctx.Done():
-			return broker.Retry
+			return Retry
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 2*time.Second)

@@ -12,11 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/waitingroom/waitingroom/pkg/broker"
-	"github.com/waitingroom/waitingroom/pkg/events"
-	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -59,29 +54,12 @@ func (r *fakeRecorder) Restored(q string, o queue.RestoreOutcome) {
 	r.got = append(r.got, restored{q, o})
 }
 
-func orderFailed(edit func(*waitingroomv1.OrderFailed)) *waitingroomv1.OrderFailed {
-	ev := &waitingroomv1.OrderFailed{
-		EventId:    "ev-1",
-		QueueId:    "sale",
-		UserId:     "user-1",
-		TokenId:    "tok-1",
-		OrderId:    "ord-1",
-		Reason:     waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_SOLD_OUT,
-		Restorable: true,
-	}
+func failure(edit func(*Failure)) Failure {
+	f := Failure{QueueID: "sale", UserID: "user-1", TokenID: "tok-1", OrderID: "ord-1", Reason: "SOLD_OUT", Restorable: true, Redelivery: 2}
 	if edit != nil {
-		edit(ev)
+		edit(&f)
 	}
-	return ev
-}
-
-func deliver(t *testing.T, ev *waitingroomv1.OrderFailed) broker.Delivery {
-	t.Helper()
-	body, err := proto.Marshal(ev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return broker.Delivery{MessageID: ev.GetEventId(), Type: events.TypeName(ev), Body: body, DeliveryCount: 2}
+	return f
 }
 
 // logLevels returns the level and message of every record in a JSON log.
@@ -107,41 +85,21 @@ const (
 	logRetry         = "WARN restore failed: will be redelivered"
 )
 
-func TestMalformedDeliveriesAreDeadLettered(t *testing.T) {
-	valid := func(t *testing.T) broker.Delivery { return deliver(t, orderFailed(nil)) }
-	with := func(edit func(*waitingroomv1.OrderFailed)) func(*testing.T) broker.Delivery {
-		return func(t *testing.T) broker.Delivery { return deliver(t, orderFailed(edit)) }
-	}
+func TestFailuresWithoutValidIDsArePoison(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		delivery func(*testing.T) broker.Delivery
-		log      string
+		name string
+		edit func(*Failure)
 	}{
-		{name: "another event type", log: "ERROR unexpected message type on the order-failed queue: dead-lettered",
-			delivery: func(t *testing.T) broker.Delivery {
-				d := valid(t)
-				d.Type = events.TypeName(&waitingroomv1.OrderCreated{})
-				return d
-			}},
-		{name: "unknown type", log: "ERROR unexpected message type on the order-failed queue: dead-lettered",
-			delivery: func(t *testing.T) broker.Delivery { d := valid(t); d.Type = "OrderFailed"; return d }},
-		{name: "undecodable body", log: "ERROR undecodable OrderFailed: dead-lettered",
-			delivery: func(t *testing.T) broker.Delivery { d := valid(t); d.Body = []byte{0xff, 0xff}; return d }},
-		{name: "truncated body", log: "ERROR undecodable OrderFailed: dead-lettered",
-			delivery: func(t *testing.T) broker.Delivery { d := valid(t); d.Body = d.Body[:len(d.Body)-3]; return d }},
-		{name: "empty body", log: logDeadLetterIDs,
-			delivery: func(t *testing.T) broker.Delivery { d := valid(t); d.Body = nil; return d }},
-		{name: "no queue", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.QueueId = "" })},
-		{name: "upper-case queue", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.QueueId = "Sale" })},
-		{name: "queue with braces", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.QueueId = "{sale}" })},
-		{name: "queue of 65 characters", log: logDeadLetterIDs,
-			delivery: with(func(e *waitingroomv1.OrderFailed) { e.QueueId = strings.Repeat("q", 65) })},
-		{name: "no user", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.UserId = "" })},
-		{name: "user with a space", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.UserId = "user 1" })},
-		{name: "user of 129 characters", log: logDeadLetterIDs,
-			delivery: with(func(e *waitingroomv1.OrderFailed) { e.UserId = strings.Repeat("u", 129) })},
-		{name: "no token", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.TokenId = "" })},
-		{name: "no order", log: logDeadLetterIDs, delivery: with(func(e *waitingroomv1.OrderFailed) { e.OrderId = "" })},
+		{"nothing at all", func(f *Failure) { *f = Failure{} }},
+		{"no queue", func(f *Failure) { f.QueueID = "" }},
+		{"upper-case queue", func(f *Failure) { f.QueueID = "Sale" }},
+		{"queue with braces", func(f *Failure) { f.QueueID = "{sale}" }},
+		{"queue of 65 characters", func(f *Failure) { f.QueueID = strings.Repeat("q", 65) }},
+		{"no user", func(f *Failure) { f.UserID = "" }},
+		{"user with a space", func(f *Failure) { f.UserID = "user 1" }},
+		{"user of 129 characters", func(f *Failure) { f.UserID = strings.Repeat("u", 129) }},
+		{"no token", func(f *Failure) { f.TokenID = "" }},
+		{"no order", func(f *Failure) { f.OrderID = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := &fakeStore{replies: []reply{{out: queue.Restored}}}
@@ -149,14 +107,14 @@ func TestMalformedDeliveriesAreDeadLettered(t *testing.T) {
 			var log bytes.Buffer
 			h := NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
 
-			if got := h.Handle(context.Background(), tc.delivery(t)); got != broker.DeadLetter {
-				t.Errorf("result %v, want DeadLetter (%v)", got, broker.DeadLetter)
+			if got := h.Handle(context.Background(), failure(tc.edit)); got != Poison {
+				t.Errorf("result %v, want Poison (%v)", got, Poison)
 			}
 			if len(store.calls) != 0 || len(rec.got) != 0 {
 				t.Errorf("%d restores, %d outcomes recorded; want 0 and 0", len(store.calls), len(rec.got))
 			}
-			if got := logLevels(t, &log); !slices.Equal(got, []string{tc.log}) {
-				t.Errorf("log %q, want %q", got, tc.log)
+			if got := logLevels(t, &log); !slices.Equal(got, []string{logDeadLetterIDs}) {
+				t.Errorf("log %q, want %q", got, logDeadLetterIDs)
 			}
 		})
 	}
@@ -165,8 +123,7 @@ func TestMalformedDeliveriesAreDeadLettered(t *testing.T) {
 func TestStoreOutcomesAreAckedAndRecorded(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		edit     func(*waitingroomv1.OrderFailed)
-		noType   bool // a delivery without the type property
+		edit     func(*Failure)
 		out      queue.RestoreOutcome
 		wantCall restoreCall
 	}{
@@ -175,19 +132,17 @@ func TestStoreOutcomesAreAckedAndRecorded(t *testing.T) {
 		{name: "expired meanwhile", out: queue.RestoreExpired,
 			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
 		{name: "not restorable: freed", out: queue.Freed,
-			edit: func(e *waitingroomv1.OrderFailed) {
-				e.Restorable = false
-				e.Reason = waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_PAYMENT_DECLINED
+			edit: func(f *Failure) {
+				f.Restorable = false
+				f.Reason = "PAYMENT_DECLINED"
 			},
 			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", false}},
 		{name: "redelivery: duplicate", out: queue.Duplicate,
 			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
-		{name: "no type property", noType: true, out: queue.Restored,
-			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
 		{name: "widest valid ids", out: queue.Restored,
-			edit: func(e *waitingroomv1.OrderFailed) {
-				e.QueueId = "0" + strings.Repeat("-", 63)
-				e.UserId = strings.Repeat("A", 120) + "_.:@|-z9"
+			edit: func(f *Failure) {
+				f.QueueID = "0" + strings.Repeat("-", 63)
+				f.UserID = strings.Repeat("A", 120) + "_.:@|-z9"
 			},
 			wantCall: restoreCall{"0" + strings.Repeat("-", 63), strings.Repeat("A", 120) + "_.:@|-z9", "tok-1", "ord-1", true}},
 	} {
@@ -196,13 +151,8 @@ func TestStoreOutcomesAreAckedAndRecorded(t *testing.T) {
 			rec := &fakeRecorder{}
 			var log bytes.Buffer
 			h := NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
-			d := deliver(t, orderFailed(tc.edit))
-			if tc.noType {
-				d.Type = ""
-			}
-
-			if got := h.Handle(context.Background(), d); got != broker.Ack {
-				t.Errorf("result %v, want Ack (%v)", got, broker.Ack)
+			if got := h.Handle(context.Background(), failure(tc.edit)); got != Done {
+				t.Errorf("result %v, want Done (%v)", got, Done)
 			}
 			if !slices.Equal(store.calls, []restoreCall{tc.wantCall}) {
 				t.Errorf("restores %+v, want one %+v", store.calls, tc.wantCall)
@@ -224,32 +174,32 @@ func TestStoreFailures(t *testing.T) {
 		replies        []reply
 		unavailableFor time.Duration
 		cancelOnCall   int // cancels the handler's context inside this call
-		want           broker.Result
+		want           Result
 		calls          int
 		recorded       []restored
 		log            []string
 	}{
 		{name: "a script error is retried by redelivery at once",
 			replies: []reply{{err: errors.New("restore sale: WRONGTYPE")}},
-			want:    broker.Retry, calls: 1, log: []string{logRetry}},
+			want:    Retry, calls: 1, log: []string{logRetry}},
 		{name: "a cancelled call goes back to the queue",
 			replies: []reply{{err: context.Canceled}},
-			want:    broker.Retry, calls: 1, log: []string{logRetry}},
+			want:    Retry, calls: 1, log: []string{logRetry}},
 		{name: "a short outage is waited out in the handler",
 			replies: []reply{{err: unavailable}, {err: queue.ErrUnavailable}, {out: queue.Restored}},
-			want:    broker.Ack, calls: 3, recorded: []restored{{"sale", queue.Restored}}, log: []string{logHandled}},
+			want:    Done, calls: 3, recorded: []restored{{"sale", queue.Restored}}, log: []string{logHandled}},
 		{name: "another error after an outage goes back to the queue",
 			replies: []reply{{err: unavailable}, {err: errors.New("restore sale: unknown reply")}},
-			want:    broker.Retry, calls: 2, log: []string{logRetry}},
+			want:    Retry, calls: 2, log: []string{logRetry}},
 		{name: "an outage past its allowance goes back to the queue",
 			replies: []reply{{err: unavailable}}, unavailableFor: -time.Second,
-			want: broker.Retry, calls: 1, log: []string{logRetry}},
+			want: Retry, calls: 1, log: []string{logRetry}},
 		{name: "shutdown during an outage goes back to the queue",
 			replies: []reply{{err: unavailable}}, cancelOnCall: 1,
-			want: broker.Retry, calls: 1},
+			want: Retry, calls: 1},
 		{name: "shutdown on the second try",
 			replies: []reply{{err: unavailable}}, cancelOnCall: 2,
-			want: broker.Retry, calls: 2},
+			want: Retry, calls: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -269,7 +219,7 @@ func TestStoreFailures(t *testing.T) {
 				h.unavailableFor = tc.unavailableFor
 			}
 
-			if got := h.Handle(ctx, deliver(t, orderFailed(nil))); got != tc.want {
+			if got := h.Handle(ctx, failure(nil)); got != tc.want {
 				t.Errorf("result %v, want %v", got, tc.want)
 			}
 			if len(store.calls) != tc.calls {

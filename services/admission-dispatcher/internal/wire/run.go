@@ -74,7 +74,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.OnDrain(health.Drain)
 	g.Go("admission", d.Run)
 	g.Go("order-failed consumer", func(ctx context.Context) error {
-		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), restorer.Handle)
+		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), orderFailedConsumer(restorer, log))
 	})
 	g.Go("ops listener", ops.Serve)
 	return &Service{group: g, ops: ops}, nil
