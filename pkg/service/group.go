@@ -57,6 +57,20 @@ func (g *Group) Task(name string, run func(ctx context.Context) error) {
 	g.parts = append(g.parts, part{name: name, run: run, task: true})
 }
 
+// Listener is a bound server (httpserver.Server): it serves until its
+// context ends, and Close releases a listener it never served.
+type Listener interface {
+	Serve(ctx context.Context) error
+	Close() error
+}
+
+// Listen adds a bound listener as a component, closed with the group's
+// resources too, so a start that fails after binding it frees the port.
+func (g *Group) Listen(name string, l Listener) {
+	g.Defer(name, l.Close)
+	g.Go(name, l.Serve)
+}
+
 // OnDrain adds what to do first when the group stops, while every
 // component still runs: stop taking new work.
 func (g *Group) OnDrain(f func()) { g.drain = append(g.drain, f) }

@@ -67,7 +67,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, fmt.Errorf("dispatcher: %w", err)
 	}
-	g.Defer("ops listener", ops.Close)
+	g.Listen("ops listener", ops)
 	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog)
 
 	restorer := restore.NewHandler(store, m, log)
@@ -76,7 +76,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.Go("order-failed consumer", func(ctx context.Context) error {
 		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), orderFailedConsumer(restorer, log))
 	})
-	g.Go("ops listener", ops.Serve)
 	return &Service{group: g, ops: ops}, nil
 }
 

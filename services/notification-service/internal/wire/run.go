@@ -83,18 +83,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, fmt.Errorf("notification-service: %w", err)
 	}
-	g.Defer("api listener", apiSrv.Close)
+	g.Listen("api listener", apiSrv)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("notification-service: %w", err)
 	}
-	g.Defer("ops listener", ops.Close)
+	g.Listen("ops listener", ops)
 
 	g.OnDrain(health.Drain)
 	g.OnDrain(h.Shut)
-	g.Go("api listener", apiSrv.Serve)
-	g.Go("ops listener", ops.Serve)
 	g.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
 	g.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
 	return &Service{group: g, api: apiSrv, ops: ops}, nil

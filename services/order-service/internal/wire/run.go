@@ -109,17 +109,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, fmt.Errorf("order-service: %w", err)
 	}
-	g.Defer("api listener", api.Close)
+	g.Listen("api listener", api)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("order-service: %w", err)
 	}
-	g.Defer("ops listener", ops.Close)
+	g.Listen("ops listener", ops)
 
 	g.OnDrain(health.Drain)
-	g.Go("api listener", api.Serve)
-	g.Go("ops listener", ops.Serve)
 	g.Task("declare the OrderFailed queue", func(ctx context.Context) error {
 		if declareOrderFailed(ctx, conn, cfg, log) {
 			declared.Store(true)

@@ -91,19 +91,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.Defer("api listener", api.Close)
+	g.Listen("api listener", api)
 	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
 		Log: log, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.Defer("ops listener", ops.Close)
+	g.Listen("ops listener", ops)
 
 	// Readiness fails first, then in-flight requests finish, then the Redis
 	// client closes.
 	g.OnDrain(health.Drain)
-	g.Go("api listener", api.Serve)
-	g.Go("ops listener", ops.Serve)
 	return &Service{group: g, api: api, ops: ops}, nil
 }
 
