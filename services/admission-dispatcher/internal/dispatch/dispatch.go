@@ -93,14 +93,14 @@ type Dispatcher struct {
 	store Store
 	pub   Publisher
 	log   *slog.Logger
-	m     *Metrics
+	m     Metrics
 	o     Options
 	relay *relay
 	lead  *leader
 }
 
-// New returns a Dispatcher. metrics may be nil.
-func New(store Store, pub Publisher, log *slog.Logger, m *Metrics, o Options) (*Dispatcher, error) {
+// New returns a Dispatcher. m may be nil: then nothing is recorded.
+func New(store Store, pub Publisher, log *slog.Logger, m Metrics, o Options) (*Dispatcher, error) {
 	if store == nil || pub == nil || log == nil {
 		return nil, errors.New("dispatch: store, publisher and logger are required")
 	}
@@ -112,7 +112,7 @@ func New(store Store, pub Publisher, log *slog.Logger, m *Metrics, o Options) (*
 		return nil, errors.New("dispatch: the lease must be at least three ticks")
 	}
 	if m == nil {
-		m = NewMetrics(nil)
+		m = nopMetrics{}
 	}
 	d := &Dispatcher{store: store, pub: pub, log: log.With("owner", o.Owner), m: m, o: o}
 	d.relay, d.lead = newRelay(d), newLeader(d)

@@ -144,7 +144,7 @@ func (l *leader) acquire(ctx context.Context) {
 			l.led[q] = ls
 			l.mu.Unlock()
 			ls.log.Info("leading queue")
-			l.d.m.leader.WithLabelValues(q).Set(1)
+			l.d.m.Leading(q)
 			l.d.relay.add(q)
 		}
 	}
@@ -178,8 +178,7 @@ func (l *leader) stepDown(ls *leadership, why string, args ...any) {
 	}
 	ls.log.Log(context.Background(), level, "stepping down: "+why, args...)
 	l.d.relay.remove(ls.q)
-	l.d.m.leader.WithLabelValues(ls.q).Set(0)
-	l.d.m.held.DeletePartialMatch(map[string]string{"queue": ls.q})
+	l.d.m.SteppedDown(ls.q)
 }
 
 // release gives ls's lease up, so a standby takes over at its next attempt
@@ -215,7 +214,7 @@ func (l *leader) unregister(ctx context.Context, q string) {
 		}
 	case removed:
 		l.d.log.Info("queue removed: closed, and its last token is used or expired", "queue", q)
-		l.d.m.forget(q)
+		l.d.m.Forget(q)
 	}
 }
 

@@ -1,63 +1,50 @@
 package dispatch
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-// Metrics are the dispatcher's Prometheus series.
-type Metrics struct {
-	issued, expired, restored, published *prometheus.CounterVec
-	tick                                 prometheus.Histogram
-	leader, backlog, held                *prometheus.GaugeVec
+// Metrics is what the Dispatcher records as it works; wire implements it
+// with Prometheus series. Its methods are called from several goroutines
+// at once and must not block.
+type Metrics interface {
+	// Leading: this replica leads q from now on.
+	Leading(q string)
+	// SteppedDown: this replica leads q no longer, so q's admission is no
+	// longer held by it for any reason.
+	SteppedDown(q string)
+	// Ticked: one admission tick's issue round trip took d.
+	Ticked(d time.Duration)
+	// Admitted counts one tick's tokens issued and slots expired (no-shows) in q.
+	Admitted(q string, issued, expired int)
+	// Held: q is open but admits nobody, for reason (queue.HeldOutboxBacklog).
+	Held(q, reason string)
+	// Resumed: q's admission is no longer held for reason.
+	Resumed(q, reason string)
+	// Published counts events the broker confirmed.
+	Published(events []queue.Event)
+	// Backlog: n events of q's outbox are not yet confirmed by the broker.
+	Backlog(q string, n int64)
+	// StoppedRelaying: this replica relays q's outbox no longer, so its
+	// backlog is no longer known here.
+	StoppedRelaying(q string)
+	// Forget: q was deleted; nothing more is recorded for it, so what was
+	// is dropped.
+	Forget(q string)
 }
 
-// NewMetrics registers the series with reg (nil: unregistered, for tests).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	ns, sub := "waitingroom", "dispatcher"
-	m := &Metrics{
-		issued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_issued_total",
-			Help: "Entry tokens issued."}, []string{"queue"}),
-		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_expired_total",
-			Help: "Slots pruned because their token went unused (no-shows)."}, []string{"queue"}),
-		restored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_restored_total",
-			Help: "OrderFailed events handled, by outcome (RESTORED, EXPIRED, FREED, DUPLICATE)."}, []string{"queue", "outcome"}),
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
-			Help: "Outbox events confirmed by the broker, by type."}, []string{"type"}),
-		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tick_duration_seconds",
-			Help: "Duration of one admission tick (the issue script round trip, pool wait included).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
-		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "admission_held",
-			Help: "1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG)."}, []string{"queue", "reason"}),
-		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
-			Help: "1 while this replica leads the queue."}, []string{"queue"}),
-		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
-			Help: "Events in the queue's outbox not yet confirmed by the broker."}, []string{"queue"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held)
-	}
-	return m
-}
+// nopMetrics records nothing: the Dispatcher's Metrics when given none.
+type nopMetrics struct{}
 
-// Restored counts one handled OrderFailed.
-func (m *Metrics) Restored(q string, o queue.RestoreOutcome) {
-	m.restored.WithLabelValues(q, string(o)).Inc()
-}
-
-func (m *Metrics) countPublished(events []queue.Event) {
-	for _, e := range events {
-		m.published.WithLabelValues(e.Type).Inc()
-	}
-}
-
-// forget drops a deleted queue's series, so a thousand short-lived queues do
-// not leave a thousand series behind.
-func (m *Metrics) forget(q string) {
-	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored} {
-		v.DeletePartialMatch(prometheus.Labels{"queue": q})
-	}
-	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held} {
-		v.DeletePartialMatch(prometheus.Labels{"queue": q})
-	}
-}
+func (nopMetrics) Leading(string)            {}
+func (nopMetrics) SteppedDown(string)        {}
+func (nopMetrics) Ticked(time.Duration)      {}
+func (nopMetrics) Admitted(string, int, int) {}
+func (nopMetrics) Held(string, string)       {}
+func (nopMetrics) Resumed(string, string)    {}
+func (nopMetrics) Published([]queue.Event)   {}
+func (nopMetrics) Backlog(string, int64)     {}
+func (nopMetrics) StoppedRelaying(string)    {}
+func (nopMetrics) Forget(string)             {}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -175,7 +174,7 @@ func (w *warnings) String() string {
 // runDispatcher runs one replica over store until the test ends. Its
 // graceful stop is registered now, so it runs before the purges of queues
 // created earlier.
-func runDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publisher, m *dispatch.Metrics, o dispatch.Options) *warnings {
+func runDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publisher, m dispatch.Metrics, o dispatch.Options) *warnings {
 	t.Helper()
 	o.Owner = testenv.ID(t)
 	w := &warnings{n: map[string]int{}}
@@ -445,10 +444,10 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
+	m := newTally()
 	// The production defaults: 100 ms tick, DefaultLease.
 	calls := newTimed(store)
-	warn := runDispatcher(t, calls, c.pub, dispatch.NewMetrics(reg), dispatch.Options{Tick: tick, Queues: ids})
+	warn := runDispatcher(t, calls, c.pub, m, dispatch.Options{Tick: tick, Queues: ids})
 
 	// Polled like testenv.WaitFor, but a timeout says how far each queue
 	// got; every half second, as each poll copies tens of thousands of
@@ -482,11 +481,11 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 				lo, hi = min(lo, a.rate()), max(hi, a.rate())
 				longest = max(longest, longestPause(ev, window))
 			}
-			p99, mean, n := tickDuration(t, reg)
-			t.Fatalf("after 30 s %d of %d queues have not published 10 s of admissions (the shortest %v); %d tokens published (%.0f issued); "+
-				"counting the outboxes too, each queue admitted at %.2f..%.2f/s over 10 s, the longest pause between issuing ticks %v; tick round p99 %.1f ms, mean %.1f ms over %d rounds; "+
-				"warnings: %v; store calls:%v", behind, queues, shortest, tokens, sumOf(t, reg, "waitingroom_dispatcher_tokens_issued_total"),
-				lo, hi, longest, 1000*p99, 1000*mean, n, warn, calls)
+			p99, mean, n := m.tickStats()
+			t.Fatalf("after 30 s %d of %d queues have not published 10 s of admissions (the shortest %v); %d tokens published (%d issued); "+
+				"counting the outboxes too, each queue admitted at %.2f..%.2f/s over 10 s, the longest pause between issuing ticks %v; tick round p99 %v, mean %v over %d rounds; "+
+				"warnings: %v; store calls:%v", behind, queues, shortest, tokens, m.issuedSum(),
+				lo, hi, longest, p99, mean, n, warn, calls)
 		}
 	}
 	by := issuedBy(c.pub)
@@ -511,15 +510,15 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 			t.Errorf("queue %s: %d ticks above the cap for their span: %v", q, len(bad), bad)
 		}
 	}
-	p99, mean, n := tickDuration(t, reg)
+	p99, mean, n := m.tickStats()
 	t.Logf("%d queues at %.0f/s on one replica: per queue %d..%d tokens in about 10 s, %.2f..%.2f/s; worst %s %d over %v (%+.2f%%); "+
-		"longest pause between a queue's issuing ticks %v; tick round duration p99 %.1f ms, mean %.1f ms over %d rounds; warnings: %v; store calls:%v",
-		queues, rate, minTokens, maxTokens, minRate, maxRate, worstQ, worst.tokens, worst.span(), worst.errPct(rate), longest, 1000*p99, 1000*mean, n, warn, calls)
-	// The histogram times rounds (one pipelined issue call per led queue);
-	// a queue issues at most once a round, so there were at least as many
+		"longest pause between a queue's issuing ticks %v; tick round duration p99 %v, mean %v over %d rounds; warnings: %v; store calls:%v",
+		queues, rate, minTokens, maxTokens, minRate, maxRate, worstQ, worst.tokens, worst.span(), worst.errPct(rate), longest, p99, mean, n, warn, calls)
+	// Ticked times rounds (one pipelined issue call per led queue); a
+	// queue issues at most once a round, so there were at least as many
 	// rounds as any queue's issuing ticks.
-	if n < uint64(mostTicks) {
-		t.Errorf("tick histogram counted %d rounds, a queue's events show %d issuing ticks", n, mostTicks)
+	if n < mostTicks {
+		t.Errorf("%d tick rounds recorded, a queue's events show %d issuing ticks", n, mostTicks)
 	}
 }
 
@@ -641,24 +640,6 @@ func written(t *testing.T, c *cluster, q string) []queue.Event {
 	return out
 }
 
-// sumOf adds up every series of the counter name in reg.
-func sumOf(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // timed is a store that counts the dispatcher's calls and their time by
 // operation, so a test can say where one replica's time goes.
 type timed struct {
@@ -745,39 +726,6 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-// tickDuration reads waitingroom_dispatcher_tick_duration_seconds from reg:
-// its p99 (interpolated inside the bucket, as histogram_quantile does), its
-// mean and its count.
-func tickDuration(t *testing.T, reg *prometheus.Registry) (p99, mean float64, count uint64) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "waitingroom_dispatcher_tick_duration_seconds" || len(mf.GetMetric()) != 1 {
-			continue
-		}
-		h := mf.GetMetric()[0].GetHistogram()
-		count = h.GetSampleCount()
-		if count == 0 {
-			t.Fatal("tick histogram is empty")
-		}
-		mean = h.GetSampleSum() / float64(count)
-		rank := 0.99 * float64(count)
-		lower, below := 0.0, 0.0
-		for _, b := range h.GetBucket() {
-			if c := float64(b.GetCumulativeCount()); c >= rank {
-				return lower + (b.GetUpperBound()-lower)*(rank-below)/(c-below), mean, count
-			}
-			lower, below = b.GetUpperBound(), float64(b.GetCumulativeCount())
-		}
-		return math.Inf(1), mean, count
-	}
-	t.Fatal("waitingroom_dispatcher_tick_duration_seconds not registered")
-	return 0, 0, 0
 }
 
 // The measured rate the gateway's ETA uses follows what was admitted while

@@ -71,7 +71,7 @@ func (r *relay) remove(q string) {
 	r.mu.Lock()
 	delete(r.led, q)
 	r.mu.Unlock()
-	r.d.m.backlog.DeleteLabelValues(q)
+	r.d.m.StoppedRelaying(q)
 }
 
 // kick wakes the relay: a tick wrote events.
@@ -220,7 +220,7 @@ func (r *relay) round(ctx context.Context) error {
 		}
 		return err
 	}
-	r.d.m.countPublished(events)
+	r.d.m.Published(events)
 	// More may be waiting (a batch was full): go again at once.
 	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= r.batch }) {
 		r.kick()
@@ -242,7 +242,7 @@ func (r *relay) observeBacklog(ctx context.Context) {
 	defer r.mu.Unlock()
 	for q, n := range lens {
 		if r.led[q] != nil { // still led: a removed queue's gauge stays deleted
-			r.d.m.backlog.WithLabelValues(q).Set(float64(n))
+			r.d.m.Backlog(q, n)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func (l *leader) tick(ctx context.Context) {
 	}
 	start := time.Now()
 	replies := l.d.store.IssueAll(ctx, calls)
-	l.d.m.tick.Observe(time.Since(start).Seconds())
+	l.d.m.Ticked(time.Since(start))
 	wrote := false
 	for i, r := range replies {
 		wrote = l.applied(ctx, ticking[i], start, r) || wrote
@@ -90,14 +90,13 @@ func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r
 	if r.Held != ls.held {
 		if r.Held != "" {
 			ls.log.Warn("admission held", "reason", r.Held, "bound", l.d.o.OutboxBound, "waiting", r.Waiting)
-			l.d.m.held.WithLabelValues(ls.q, r.Held).Set(1)
+			l.d.m.Held(ls.q, r.Held)
 		} else {
 			ls.log.Info("admission resumed", "after", ls.held)
-			l.d.m.held.WithLabelValues(ls.q, ls.held).Set(0)
+			l.d.m.Resumed(ls.q, ls.held)
 		}
 		ls.held = r.Held
 	}
-	l.d.m.issued.WithLabelValues(ls.q).Add(float64(r.Issued))
-	l.d.m.expired.WithLabelValues(ls.q).Add(float64(r.Expired))
+	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0
 }

@@ -50,7 +50,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.Defer("rabbitmq", conn.Close)
 
 	reg := prometheus.NewRegistry()
-	m := dispatch.NewMetrics(reg)
+	m := newMetrics(reg)
 	owner := cfg.owner()
 	d, err := dispatch.New(store, eventPublisher{pub: conn.Publisher()}, log, m, dispatch.Options{
 		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog,

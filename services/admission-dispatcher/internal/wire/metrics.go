@@ -1,0 +1,87 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
+)
+
+// metrics are the dispatcher's Prometheus series: dispatch.Metrics for the
+// Dispatcher, restore.Recorder for the OrderFailed handler.
+type metrics struct {
+	issued, expired, restored, published *prometheus.CounterVec
+	tick                                 prometheus.Histogram
+	leader, backlog, held                *prometheus.GaugeVec
+}
+
+var _ dispatch.Metrics = (*metrics)(nil)
+
+// newMetrics registers the series with reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	ns, sub := "waitingroom", "dispatcher"
+	m := &metrics{
+		issued: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_issued_total",
+			Help: "Entry tokens issued."}, []string{"queue"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_expired_total",
+			Help: "Slots pruned because their token went unused (no-shows)."}, []string{"queue"}),
+		restored: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "tokens_restored_total",
+			Help: "OrderFailed events handled, by outcome (RESTORED, EXPIRED, FREED, DUPLICATE)."}, []string{"queue", "outcome"}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "events_published_total",
+			Help: "Outbox events confirmed by the broker, by type."}, []string{"type"}),
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tick_duration_seconds",
+			Help: "Duration of one admission tick (the issue script round trip, pool wait included).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
+		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "admission_held",
+			Help: "1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG)."}, []string{"queue", "reason"}),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
+			Help: "1 while this replica leads the queue."}, []string{"queue"}),
+		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
+			Help: "Events in the queue's outbox not yet confirmed by the broker."}, []string{"queue"}),
+	}
+	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held)
+	return m
+}
+
+// Restored counts one handled OrderFailed.
+func (m *metrics) Restored(q string, o queue.RestoreOutcome) {
+	m.restored.WithLabelValues(q, string(o)).Inc()
+}
+
+func (m *metrics) Leading(q string) { m.leader.WithLabelValues(q).Set(1) }
+
+func (m *metrics) SteppedDown(q string) {
+	m.leader.WithLabelValues(q).Set(0)
+	m.held.DeletePartialMatch(prometheus.Labels{"queue": q})
+}
+
+func (m *metrics) Ticked(d time.Duration) { m.tick.Observe(d.Seconds()) }
+
+func (m *metrics) Admitted(q string, issued, expired int) {
+	m.issued.WithLabelValues(q).Add(float64(issued))
+	m.expired.WithLabelValues(q).Add(float64(expired))
+}
+
+func (m *metrics) Held(q, reason string)    { m.held.WithLabelValues(q, reason).Set(1) }
+func (m *metrics) Resumed(q, reason string) { m.held.WithLabelValues(q, reason).Set(0) }
+
+func (m *metrics) Published(events []queue.Event) {
+	for _, e := range events {
+		m.published.WithLabelValues(e.Type).Inc()
+	}
+}
+
+func (m *metrics) Backlog(q string, n int64) { m.backlog.WithLabelValues(q).Set(float64(n)) }
+func (m *metrics) StoppedRelaying(q string)  { m.backlog.DeleteLabelValues(q) }
+
+// Forget drops a deleted queue's series, so a thousand short-lived queues
+// do not leave a thousand series behind.
+func (m *metrics) Forget(q string) {
+	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored} {
+		v.DeletePartialMatch(prometheus.Labels{"queue": q})
+	}
+	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held} {
+		v.DeletePartialMatch(prometheus.Labels{"queue": q})
+	}
+}
