@@ -52,8 +52,7 @@ var rules = []rule{
 
 // debt lists the imports a package still has against its rule, each with
 // why; the test fails when one is gone too, so the list only shrinks.
-var debt = map[string]map[string]string{
-}
+var debt = map[string]map[string]string{}
 
 // pkgInfo is what go list says of one package.
 type pkgInfo struct {
