@@ -17,7 +17,7 @@ type Store interface {
 	Restore(ctx context.Context, q, user, tokenID, orderID string, restorable bool) (queue.RestoreOutcome, error)
 }
 
-// Recorder counts outcomes; dispatch.Metrics implements it.
+// Recorder counts outcomes; wire's Prometheus metrics implement it.
 type Recorder interface {
 	Restored(q string, o queue.RestoreOutcome)
 }
