@@ -18,7 +18,7 @@ func TestServiceLifecycle(t *testing.T) {
 	id := testenv.ID(t)
 	cfg := Config{OpsAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{id},
 		InstanceID: "disp-" + id, OrderFailed: config.OrderFailed{OrderFailedQueue: "test." + id + ".order-failed", OrderFailedDeliveryLimit: 20},
-		HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}}
+		HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second}}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.AMQP.URL = testenv.AMQPURL(t)
 	cfg.AMQP.Exchange = "test." + id

@@ -56,7 +56,7 @@ func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
 	s.cfg = Config{
 		OpsAddr: "127.0.0.1:0", Tick: 100 * time.Millisecond, Lease: time.Second, Queues: []string{s.q},
 		InstanceID: "disp-" + id, OrderFailed: config.OrderFailed{OrderFailedQueue: "test." + id + ".order-failed", OrderFailedDeliveryLimit: 20},
-		HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second},
+		HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second},
 	}
 	s.cfg.Redis.URL = testenv.RedisURL(t)
 	s.cfg.AMQP.URL = s.amqpURL

@@ -68,7 +68,7 @@ func replica(t testing.TB, cfg Config) string {
 
 func testConfig(t testing.TB, exchange string) Config {
 	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", MaxStreamsPerIP: 0, Heartbeat: 5 * time.Second, PositionEvery: time.Hour,
-		Buffer: 32, WriteTimeout: 5 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}}
+		Buffer: 32, WriteTimeout: 5 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second}}
 	cfg.JWTSecret = secret
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.AMQP.URL = testenv.AMQPURL(t)

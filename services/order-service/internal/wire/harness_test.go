@@ -72,9 +72,12 @@ func newStack(t *testing.T, o stackOptions) *stack {
 
 	s.dbURL = testenv.PostgresURL(t)
 	amqpURL := testenv.AMQPURL(t)
+	// A shutdown bound above 5 s: net/http waits that long for a
+	// connection a client opened but sent nothing on (50 concurrent
+	// clients leave some), and Run reports a shutdown cut short.
 	s.cfg = Config{
 		HTTPAddr: "127.0.0.1:0", OrderRateLimitPerQueue: o.rateLimit, OrderRateLimitPerUser: o.userRateLimit, OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
-		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second},
+		DBMaxConns: 20, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second},
 	}
 	s.cfg.OpsAddr = "127.0.0.1:0"
 	if o.lease > 0 {

@@ -17,7 +17,7 @@ import (
 func TestServiceLifecycle(t *testing.T) {
 	id := testenv.ID(t)
 	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", OrderLease: 30 * time.Second, TxTimeout: 5 * time.Second,
-		DBMaxConns: 4, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second},
+		DBMaxConns: 4, ReapInterval: 100 * time.Millisecond, MaxQuantity: 10, StartupTimeout: 10 * time.Second, HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second},
 		RetentionInterval: time.Hour}
 	cfg.JWTSecret = testSecret
 	cfg.Redis.URL = testenv.RedisURL(t)

@@ -57,7 +57,7 @@ func TestConfigRefusesUnsafeSettings(t *testing.T) {
 // on the ops listener, and cancelling the context (what SIGTERM does) drains
 // and returns cleanly.
 func TestServerServesAndShutsDownGracefully(t *testing.T) {
-	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}, EnterRateLimitPerIP: 10, EnterChallengeTTL: time.Minute}
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second}, EnterRateLimitPerIP: 10, EnterChallengeTTL: time.Minute}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.DevMode = true
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -91,8 +91,8 @@ func TestServerServesAndShutsDownGracefully(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve returned %v, want nil after a graceful shutdown", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10s of cancellation")
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not return within 15s of cancellation")
 	}
 	for _, addr := range []string{srv.Addr(), srv.OpsAddr()} {
 		if _, err := http.Get("http://" + addr + "/healthz"); err == nil {

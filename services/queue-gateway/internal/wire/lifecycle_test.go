@@ -14,7 +14,7 @@ import (
 // Started and stopped in process: nothing left behind, and a listener that
 // fails reaches Run's caller.
 func TestServiceLifecycle(t *testing.T) {
-	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 5 * time.Second}, EnterChallengeTTL: time.Minute}
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second}, EnterChallengeTTL: time.Minute}
 	cfg.Redis.URL = testenv.RedisURL(t)
 	cfg.DevMode = true
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
