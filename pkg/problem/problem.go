@@ -27,6 +27,30 @@ const (
 	TypeBackendUnavailable = "backend-unavailable"
 	TypeInternal           = "internal-error"
 	TypeUnsupportedMedia   = "unsupported-media-type"
+
+	// The waiting line (queue-gateway, notification-service).
+	TypeInvalidQueueID = "invalid-queue-id"
+	TypeInvalidUserID  = "invalid-user-id"
+	TypeQueueNotFound  = "queue-not-found"
+	TypeQueueClosed    = "queue-closed"
+	TypeQueueFull      = "queue-full"
+	// TypeChallengeRequired (428): solve POST .../challenge, then enter
+	// again with X-Enter-Challenge.
+	TypeChallengeRequired = "challenge-required"
+	// TypeChallengeFailed (403): the solution is wrong, expired, used, or
+	// for a lower difficulty than the queue's current one.
+	TypeChallengeFailed = "challenge-failed"
+	// TypeChallengeNotRequired (409): the queue takes entrants without one.
+	TypeChallengeNotRequired = "challenge-not-required"
+
+	// The order path (order-service).
+	TypeInvalidEntryToken     = "invalid-entry-token"
+	TypeTokenNotActive        = "token-not-active"
+	TypeSoldOut               = "sold-out"
+	TypeProductNotFound       = "product-not-found"
+	TypeOrderNotFound         = "order-not-found"
+	TypeTokenAlreadyUsed      = "token-already-used"
+	TypeIdempotencyInProgress = "idempotency-in-progress"
 )
 
 // FieldError names one bad field of a request and what is wrong with it.

@@ -13,12 +13,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
-// The service's own problem types.
-const (
-	typeInvalidQueueID = "invalid-queue-id"
-	typeQueueNotFound  = "queue-not-found"
-)
-
 // fail answers a refused stream request with its problem: the one switch
 // from the stream domain's errors to statuses and problem types.
 func fail(c *gin.Context, err error) {
@@ -29,11 +23,11 @@ func fail(c *gin.Context, err error) {
 func problemOf(err error) *problem.Problem {
 	switch {
 	case errors.Is(err, stream.ErrInvalidQueue):
-		return problem.New(http.StatusBadRequest, typeInvalidQueueID, "not a valid queue id")
+		return problem.New(http.StatusBadRequest, problem.TypeInvalidQueueID, "not a valid queue id")
 	case errors.Is(err, stream.ErrForeignUser):
 		return problem.New(http.StatusForbidden, problem.TypeForbidden, "a stream can only be opened for the token's own user")
 	case errors.Is(err, queue.ErrNotFound):
-		return problem.New(http.StatusNotFound, typeQueueNotFound, "no queue with this id")
+		return problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")
 	case errors.Is(err, hub.ErrShut):
 		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
 			"this replica is stopping; connect again").WithRetryAfter(time.Second)

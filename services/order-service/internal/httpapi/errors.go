@@ -13,17 +13,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
-// Problem types of the order-service. Stable: clients switch on them.
-const (
-	typeInvalidEntryToken     = "invalid-entry-token"
-	typeTokenNotActive        = "token-not-active"
-	typeSoldOut               = "sold-out"
-	typeProductNotFound       = "product-not-found"
-	typeOrderNotFound         = "order-not-found"
-	typeTokenAlreadyUsed      = "token-already-used"
-	typeIdempotencyInProgress = "idempotency-in-progress"
-)
-
 const unavailableRetry = 2 * time.Second
 
 // problemFor maps an error to its problem. It is the one place errors become
@@ -46,22 +35,22 @@ func (h *handler) problemFor(c *gin.Context, err error) *problem.Problem {
 		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many orders for this queue right now; your entry token was not used").WithRetryAfter(rl.RetryAfter)
 	case errors.Is(err, queue.ErrInvalidToken):
-		return problem.New(http.StatusForbidden, typeInvalidEntryToken,
+		return problem.New(http.StatusForbidden, problem.TypeInvalidEntryToken,
 			"the entry token is missing, wrong, expired, used, or not yours for this queue")
 	case errors.As(err, &na):
-		return problem.New(http.StatusTooEarly, typeTokenNotActive, "your entry token activates shortly").WithRetryAfter(na.Wait)
+		return problem.New(http.StatusTooEarly, problem.TypeTokenNotActive, "your entry token activates shortly").WithRetryAfter(na.Wait)
 	case errors.Is(err, order.ErrInvalidRequest):
 		return problem.New(http.StatusBadRequest, problem.TypeValidation, "the order request is invalid")
 	case errors.Is(err, order.ErrSoldOut):
-		return problem.New(http.StatusConflict, typeSoldOut, "not enough stock left for this order")
+		return problem.New(http.StatusConflict, problem.TypeSoldOut, "not enough stock left for this order")
 	case errors.Is(err, order.ErrProductNotFound):
-		return problem.New(http.StatusBadRequest, typeProductNotFound, "no such product in this queue; your entry token is given back")
+		return problem.New(http.StatusBadRequest, problem.TypeProductNotFound, "no such product in this queue; your entry token is given back")
 	case errors.Is(err, order.ErrOrderNotFound):
-		return problem.New(http.StatusNotFound, typeOrderNotFound, "no such order")
+		return problem.New(http.StatusNotFound, problem.TypeOrderNotFound, "no such order")
 	case errors.Is(err, order.ErrDuplicateToken):
-		return problem.New(http.StatusConflict, typeTokenAlreadyUsed, "an order was already placed with this entry token")
+		return problem.New(http.StatusConflict, problem.TypeTokenAlreadyUsed, "an order was already placed with this entry token")
 	case errors.Is(err, order.ErrIdempotencyInProgress):
-		return problem.New(http.StatusConflict, typeIdempotencyInProgress, "a request with this Idempotency-Key is still running").
+		return problem.New(http.StatusConflict, problem.TypeIdempotencyInProgress, "a request with this Idempotency-Key is still running").
 			WithRetryAfter(time.Second)
 	case errors.Is(err, order.ErrUnavailable), errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		h.log.Warn("dependency unavailable", "path", c.FullPath(), "err", err)

@@ -13,23 +13,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 )
 
-// Problem types of the gateway. Stable: clients switch on them.
-const (
-	typeQueueNotFound  = "queue-not-found"
-	typeQueueClosed    = "queue-closed"
-	typeQueueFull      = "queue-full"
-	typeInvalidQueueID = "invalid-queue-id"
-	typeInvalidUserID  = "invalid-user-id"
-	// typeChallengeRequired (428): solve POST .../challenge, then enter
-	// again with X-Enter-Challenge.
-	typeChallengeRequired = "challenge-required"
-	// typeChallengeFailed (403): the solution is wrong, expired, used, or
-	// for a lower difficulty than the queue's current one.
-	typeChallengeFailed = "challenge-failed"
-	// typeChallengeNotRequired (409): the queue takes entrants without one.
-	typeChallengeNotRequired = "challenge-not-required"
-)
-
 // unavailableRetry is the Retry-After sent while a dependency is down.
 const unavailableRetry = 2 * time.Second
 
@@ -41,27 +24,27 @@ func (h *handler) fail(c *gin.Context, err error) {
 	switch {
 	case errors.As(err, &p):
 	case errors.Is(err, app.ErrInvalidQueueID):
-		p = problem.New(http.StatusBadRequest, typeInvalidQueueID, "queue ids are 1 to 64 characters: lower-case letters, digits and '-', starting with a letter or digit")
+		p = problem.New(http.StatusBadRequest, problem.TypeInvalidQueueID, "queue ids are 1 to 64 characters: lower-case letters, digits and '-', starting with a letter or digit")
 	case errors.Is(err, app.ErrInvalidUserID):
-		p = problem.New(http.StatusBadRequest, typeInvalidUserID, "the token's subject is not a valid user id")
+		p = problem.New(http.StatusBadRequest, problem.TypeInvalidUserID, "the token's subject is not a valid user id")
 	case errors.As(err, &cfgErr):
 		p = problem.New(http.StatusBadRequest, problem.TypeValidation, "the queue configuration has invalid fields").
 			WithErrors(fieldErrors(cfgErr.Fields))
 	case errors.Is(err, queue.ErrChallengeRequired):
-		p = problem.New(http.StatusPreconditionRequired, typeChallengeRequired,
+		p = problem.New(http.StatusPreconditionRequired, problem.TypeChallengeRequired,
 			"this queue asks new entrants to solve a challenge: POST "+challengePath(c)+", then enter again with the solution in "+challengeHeader)
 	case errors.Is(err, queue.ErrChallengeFailed):
-		p = problem.New(http.StatusForbidden, typeChallengeFailed,
+		p = problem.New(http.StatusForbidden, problem.TypeChallengeFailed,
 			"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")
 	case errors.Is(err, app.ErrChallengeNotRequired):
-		p = problem.New(http.StatusConflict, typeChallengeNotRequired, "this queue asks for no challenge: enter directly")
+		p = problem.New(http.StatusConflict, problem.TypeChallengeNotRequired, "this queue asks for no challenge: enter directly")
 	case errors.Is(err, queue.ErrNotFound):
-		p = problem.New(http.StatusNotFound, typeQueueNotFound, "no queue with this id")
+		p = problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")
 	case errors.Is(err, queue.ErrClosed):
-		p = problem.New(http.StatusConflict, typeQueueClosed, "this queue takes no new entries")
+		p = problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")
 	case errors.Is(err, queue.ErrFull):
 		// Not a retry storm: the hint is long, and jittered.
-		p = problem.New(http.StatusServiceUnavailable, typeQueueFull, "the line is full; try again later").
+		p = problem.New(http.StatusServiceUnavailable, problem.TypeQueueFull, "the line is full; try again later").
 			WithRetryAfter(queue.Jitter(queue.MaxRetryAfter))
 	case errors.Is(err, queue.ErrUnavailable):
 		h.log.Warn("backend unavailable", "path", c.FullPath(), "err", err)
