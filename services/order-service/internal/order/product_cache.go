@@ -54,6 +54,14 @@ func (c *productCache) Products(ctx context.Context, q string) ([]Product, error
 		return l.ps, nil
 	}
 	v, err, _ := c.sf.Do("products:"+q, func() (any, error) {
+		// A call that just finished may have filled it between our look
+		// and this one: look again, so a burst makes one query.
+		c.mu.Lock()
+		l, ok := c.lists[q]
+		c.mu.Unlock()
+		if ok && c.now().Sub(l.at) < catalogTTL {
+			return l.ps, nil
+		}
 		ps, err := c.repo.Products(context.WithoutCancel(ctx), q)
 		if err != nil {
 			return nil, err
@@ -89,6 +97,12 @@ func (c *productCache) queueIDs(ctx context.Context) ([]string, error) {
 		return queues, nil
 	}
 	v, err, _ := c.sf.Do("queues", func() (any, error) {
+		c.mu.Lock()
+		queues, at := c.queues, c.queuesAt
+		c.mu.Unlock()
+		if !at.IsZero() && c.now().Sub(at) < catalogTTL {
+			return queues, nil
+		}
 		ids, err := c.repo.QueueIDs(context.WithoutCancel(ctx))
 		if err != nil {
 			return nil, err
