@@ -27,5 +27,5 @@ func TestServiceLifecycle(t *testing.T) {
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	testenv.CheckLifecycle(t, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) },
-		func(svc *Service) { _ = svc.ops.Close() }, "ops listener")
+		func(svc *Service) { _ = svc.Ops.Close() }, "ops listener")
 }

@@ -22,10 +22,7 @@ func Run(ctx context.Context) error {
 }
 
 // Service is a wired dispatcher: connected, its ops listener bound.
-type Service struct {
-	group *service.Group
-	ops   *httpserver.Server
-}
+type Service = service.Wired
 
 // New connects the dispatcher and binds its ops listener. Run runs it; on
 // the way out it stops admitting and releases every lease it holds (a
@@ -76,11 +73,5 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.Go("order-failed consumer", func(ctx context.Context) error {
 		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), orderFailedConsumer(restorer, log))
 	})
-	return &Service{group: g, ops: ops}, nil
+	return &Service{Group: g, Ops: ops}, nil
 }
-
-// OpsAddr is the bound ops listener's address.
-func (s *Service) OpsAddr() string { return s.ops.Addr() }
-
-// Run runs the dispatcher until ctx ends or a component fails.
-func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }

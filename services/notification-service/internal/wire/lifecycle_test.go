@@ -17,5 +17,5 @@ func TestServiceLifecycle(t *testing.T) {
 	cfg := testConfig(t, exchange)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	testenv.CheckLifecycle(t, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) },
-		func(s *Service) { _ = s.api.Close() }, "api listener")
+		func(s *Service) { _ = s.API.Close() }, "api listener")
 }

@@ -23,10 +23,7 @@ func Run(ctx context.Context) error {
 }
 
 // Service is a wired notification-service: connected, its listeners bound.
-type Service struct {
-	group    *service.Group
-	api, ops *httpserver.Server
-}
+type Service = service.Wired
 
 // New connects the notification-service and binds its listeners; Run
 // serves. On the way out it refuses new streams and drops the open ones
@@ -95,14 +92,5 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	g.OnDrain(h.Shut)
 	g.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
 	g.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
-	return &Service{group: g, api: apiSrv, ops: ops}, nil
+	return &Service{Group: g, API: apiSrv, Ops: ops}, nil
 }
-
-// Addr is the bound API listener's address.
-func (s *Service) Addr() string { return s.api.Addr() }
-
-// OpsAddr is the bound ops listener's address.
-func (s *Service) OpsAddr() string { return s.ops.Addr() }
-
-// Run serves until ctx ends or a component fails.
-func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }

@@ -28,5 +28,5 @@ func TestServiceLifecycle(t *testing.T) {
 	t.Cleanup(func() { deleteTopology(cfg.AMQP.URL, cfg.AMQP.Exchange) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	testenv.CheckLifecycle(t, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) },
-		func(s *Service) { _ = s.ops.Close() }, "ops listener")
+		func(s *Service) { _ = s.Ops.Close() }, "ops listener")
 }

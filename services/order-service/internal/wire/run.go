@@ -27,10 +27,7 @@ func Run(ctx context.Context) error {
 }
 
 // Service is a wired order-service: connected, its listeners bound.
-type Service struct {
-	group    *service.Group
-	api, ops *httpserver.Server
-}
+type Service = service.Wired
 
 // New connects the order-service (waiting for its database up to
 // STARTUP_TIMEOUT) and binds its listeners; Run serves.
@@ -144,17 +141,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		})
 		return nil
 	})
-	return &Service{group: g, api: api, ops: ops}, nil
+	return &Service{Group: g, API: api, Ops: ops}, nil
 }
-
-// Addr is the bound API listener's address; OpsAddr the ops listener's.
-func (s *Service) Addr() string { return s.api.Addr() }
-
-// OpsAddr is the bound ops listener's address.
-func (s *Service) OpsAddr() string { return s.ops.Addr() }
-
-// Run serves until ctx ends or a component fails.
-func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }
 
 // openDB opens Postgres, retrying while it is not up yet (a pod may start
 // before its database), so a restart storm is not needed to recover.

@@ -22,10 +22,7 @@ func Run(ctx context.Context) error {
 
 // Service is a wired gateway, listening on its API port and its ops
 // listener.
-type Service struct {
-	group    *service.Group
-	api, ops *httpserver.Server
-}
+type Service = service.Wired
 
 // New wires the gateway and binds its listeners. Redis need not be up: the
 // client connects lazily and the gateway answers 503 until it is.
@@ -102,14 +99,5 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	// Readiness fails first, then in-flight requests finish, then the Redis
 	// client closes.
 	g.OnDrain(health.Drain)
-	return &Service{group: g, api: api, ops: ops}, nil
+	return &Service{Group: g, API: api, Ops: ops}, nil
 }
-
-// Addr is the bound API address.
-func (s *Service) Addr() string { return s.api.Addr() }
-
-// OpsAddr is the bound ops listener's address.
-func (s *Service) OpsAddr() string { return s.ops.Addr() }
-
-// Run serves until ctx ends or a listener fails.
-func (s *Service) Run(ctx context.Context) error { return s.group.Run(ctx) }
