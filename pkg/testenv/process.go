@@ -3,25 +3,61 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
+// is drawn below the kernel's ephemeral range, so an outgoing connection of
+// this or another test binary cannot take it between now and the listen;
+// only another FreePort can, which is one chance in thousands, and
+// StartService starts again on new ports when that happens.
 func FreePort(t testing.TB) int {
 	t.Helper()
+	low := ephemeralLow()
+	for range 100 {
+		port := freePortFloor + rand.IntN(low-freePortFloor)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			_ = ln.Close()
+			return port
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// freePortFloor is where FreePort starts drawing: above the ports servers
+// usually own (5432, 5672, 6379, 15672...).
+const freePortFloor = 20000
+
+// ephemeralLow is the first port the kernel hands to outgoing connections
+// (net.ipv4.ip_local_port_range), 32768 when it cannot be read.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low <= freePortFloor+1000 {
+		return 32768
+	}
+	return low
 }
 
 // RedisServer is a private redis-server process for fault tests: the shared

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -54,8 +55,29 @@ const serviceGrace = 20 * time.Second
 // StartService builds the services (once per test binary) and starts name;
 // unless o.NoWait, it returns once the ops listener's /readyz answers 200,
 // and fails the test with the log's tail if that takes over a minute or the
-// process exits.
+// process exits. When the process exits because a port it was given (0 in
+// o) was taken in the meantime, it starts again on new ones.
 func StartService(t testing.TB, name string, o ServiceOptions) *Service {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s := startService(t, name, o)
+		if o.NoWait {
+			return s
+		}
+		switch err := s.waitReady(time.Minute); {
+		case err == nil:
+			return s
+		case errors.Is(err, errPortTaken) && (o.Port == 0 || o.OpsPort == 0) && attempt < 5:
+			t.Logf("%s: %v; starting again on new ports", name, err)
+		default:
+			t.Fatalf("%s %v; log:\n%s", name, err, s.Tail())
+		}
+	}
+}
+
+var errPortTaken = errors.New("port taken")
+
+func startService(t testing.TB, name string, o ServiceOptions) *Service {
 	t.Helper()
 	port, opsPort := o.Port, o.OpsPort
 	if port == 0 {
@@ -91,20 +113,26 @@ func StartService(t testing.TB, name string, o ServiceOptions) *Service {
 			t.Errorf("%s: %v; log:\n%s", name, err, s.Tail())
 		}
 	})
-	if o.NoWait {
-		return s
-	}
-	deadline := time.Now().Add(time.Minute)
+	return s
+}
+
+// waitReady waits for /readyz to answer 200; the error says why it did not
+// (errPortTaken when the process exited on a port in use).
+func (s *Service) waitReady(within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for Readyz(s.OpsURL) != http.StatusOK {
 		if !s.Alive() {
-			t.Fatalf("%s exited before it was ready (%v); log:\n%s", name, s.err, s.Tail())
+			if strings.Contains(s.Tail(), "address already in use") {
+				return fmt.Errorf("exited before it was ready (%v): %w", s.err, errPortTaken)
+			}
+			return fmt.Errorf("exited before it was ready (%v)", s.err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within a minute; log:\n%s", name, s.Tail())
+			return fmt.Errorf("not ready within %s", within)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s
+	return nil
 }
 
 // Readyz is the status /readyz answers at url, or 0 when nothing answers.
