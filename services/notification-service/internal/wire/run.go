@@ -2,13 +2,8 @@ package wire
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/waitingroom/waitingroom/pkg/auth"
-	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
@@ -30,44 +25,30 @@ type Service = service.Wired
 // (they never end on their own; EventSource reconnects to another
 // replica), then the servers shut down.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
-	g := service.NewGroup(log)
-	defer func() {
-		if err != nil {
-			_ = g.Close()
-		}
-	}()
-	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
+	b := service.NewBuilder("notification-service", log)
+	defer b.CloseOnError(&err)
+	ver, err := b.Verifier(ctx, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
-	g.Defer("token verifier", func() error { ver.Close(); return nil })
-	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
+	_, store, err := b.Redis(ctx, cfg.Redis, redisstore.GatewayScripts...)
 	if err != nil {
 		return nil, err
 	}
-	g.Defer("redis", rdb.Close)
-	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Source: "/notification-service", Log: log})
+	conn, err := b.Broker(cfg.AMQP, true)
 	if err != nil {
 		return nil, err
 	}
-	g.Defer("rabbitmq", conn.Close)
 
-	reg := prometheus.NewRegistry()
 	var m *httpapi.Metrics
 	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.Dropped(reason) },
 		hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
-	m = httpapi.NewMetrics(reg, h)
+	m = httpapi.NewMetrics(b.Registry, h)
 	svc := stream.New(h, store, log, m, stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
 	})
-	health := httpserver.NewHealth(map[string]httpserver.Check{
-		"redis":    store.Ping,
-		"rabbitmq": func(context.Context) error { return conn.Healthy() },
-		// With AUTH_JWKS_URL: no traffic before the provider's keys came once.
-		"auth": ver.Ready,
-	})
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
-		Service: "notification-service", Log: log, Registry: reg, Health: health,
+		Service: "notification-service", Log: log, Registry: b.Registry, Health: b.Health(),
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins,
 	})
 	if err != nil {
@@ -76,21 +57,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	httpapi.Register(e, ver, svc)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
-	apiSrv, err := httpserver.New(cfg.HTTPAddr, e, log, httpserver.Options{Timeouts: cfg.HTTP})
+	w, err := b.Listen(service.Listeners{API: e, APIAddr: cfg.HTTPAddr, OpsAddr: cfg.OpsAddr, Pprof: cfg.PprofEnabled, Timeouts: cfg.HTTP})
 	if err != nil {
-		return nil, fmt.Errorf("notification-service: %w", err)
+		return nil, err
 	}
-	g.Listen("api listener", apiSrv)
-	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
-		Log: log, Timeouts: cfg.HTTP})
-	if err != nil {
-		return nil, fmt.Errorf("notification-service: %w", err)
-	}
-	g.Listen("ops listener", ops)
-
-	g.OnDrain(health.Drain)
-	g.OnDrain(h.Shut)
-	g.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
-	g.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
-	return &Service{Group: g, API: apiSrv, Ops: ops}, nil
+	b.Group.OnDrain(h.Shut)
+	b.Group.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
+	b.Group.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
+	return w, nil
 }

@@ -2,13 +2,8 @@ package wire
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/waitingroom/waitingroom/pkg/auth"
-	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
@@ -25,27 +20,23 @@ func Run(ctx context.Context) error {
 type Service = service.Wired
 
 // New wires the gateway and binds its listeners. Redis need not be up: the
-// client connects lazily and the gateway answers 503 until it is.
+// client connects lazily and the gateway answers 503 until it is. On the
+// way out readiness fails first, then in-flight requests finish, then the
+// Redis client closes.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err error) {
 	if cfg.DevMode {
-		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token; never run this in production")
+		log.Warn("AUTH_DEV_MODE is on: anybody can mint tokens at POST /api/v1/dev/token")
 	}
-	g := service.NewGroup(log)
-	defer func() {
-		if err != nil {
-			_ = g.Close()
-		}
-	}()
-	ver, err := auth.FromConfig(ctx, cfg.Auth, log)
+	b := service.NewBuilder("queue-gateway", log)
+	defer b.CloseOnError(&err)
+	ver, err := b.Verifier(ctx, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
-	g.Defer("token verifier", func() error { ver.Close(); return nil })
-	rdb, store, err := redisstore.Connect(ctx, cfg.Redis.URL, log, redisstore.GatewayScripts...)
+	rdb, store, err := b.Redis(ctx, cfg.Redis, redisstore.GatewayScripts...)
 	if err != nil {
 		return nil, err
 	}
-	g.Defer("redis", rdb.Close)
 	signer, err := cfg.challengeSigner()
 	if err != nil {
 		return nil, err
@@ -63,16 +54,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil, err
 		}
 	}
-	// With AUTH_JWKS_URL, no traffic before the provider's keys came once.
-	health := httpserver.NewHealth(map[string]httpserver.Check{"redis": store.Ping, "auth": ver.Ready})
-	reg := prometheus.NewRegistry()
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{
 		Service:          svc,
 		Verifier:         ver,
 		Log:              log,
-		Registry:         reg,
-		Health:           health,
+		Registry:         b.Registry,
+		Health:           b.Health(),
 		EnterLimiter:     limiter,
 		ChallengeLimiter: chLimiter,
 		ClientIPv6Prefix: cfg.ClientIPv6Prefix,
@@ -84,20 +72,5 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpserver.New(cfg.HTTPAddr, h, log, httpserver.Options{Timeouts: cfg.HTTP})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	g.Listen("api listener", api)
-	ops, err := httpserver.NewOps(cfg.OpsAddr, httpserver.OpsOptions{Registry: reg, Health: health, Pprof: cfg.PprofEnabled,
-		Log: log, Timeouts: cfg.HTTP})
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
-	}
-	g.Listen("ops listener", ops)
-
-	// Readiness fails first, then in-flight requests finish, then the Redis
-	// client closes.
-	g.OnDrain(health.Drain)
-	return &Service{Group: g, API: api, Ops: ops}, nil
+	return b.Listen(service.Listeners{API: h, APIAddr: cfg.HTTPAddr, OpsAddr: cfg.OpsAddr, Pprof: cfg.PprofEnabled, Timeouts: cfg.HTTP})
 }
