@@ -49,9 +49,12 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
-// GatewayScripts are the scripts the gateway runs (the notification-service
-// reads positions with them too).
+// GatewayScripts are the scripts the gateway runs.
 var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}
+
+// NotificationScripts are the scripts the notification-service runs: it
+// reads positions, and changes nothing.
+var NotificationScripts = []*redis.Script{positionScript}
 
 // LoadScripts loads scripts into the script cache of every node (every master
 // of a cluster), so the first call of each is an EVALSHA.

@@ -31,7 +31,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	_, store, err := b.Redis(ctx, cfg.Redis, redisstore.GatewayScripts...)
+	_, store, err := b.Redis(ctx, cfg.Redis, redisstore.NotificationScripts...)
 	if err != nil {
 		return nil, err
 	}
