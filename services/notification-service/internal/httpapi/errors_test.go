@@ -51,3 +51,25 @@ func TestFailAnswersEachRefusalWithItsProblem(t *testing.T) {
 		})
 	}
 }
+
+// TestFailExplainsEachRefusal pins the detail of each refusal's problem.
+func TestFailExplainsEachRefusal(t *testing.T) {
+	for err, detail := range map[error]string{
+		stream.ErrInvalidQueue: "not a valid queue id",
+		stream.ErrForeignUser:  "a stream can only be opened for the token's own user",
+		queue.ErrNotFound:      "no queue with this id",
+		fmt.Errorf("%w: %w", stream.ErrUnavailable, errors.New("i/o timeout")): "the waiting room's store is not answering",
+		hub.ErrShut:    "this replica is stopping; connect again",
+		hub.ErrUserCap: "too many open streams for this user",
+		hub.ErrIPCap:   "too many open streams from this address",
+	} {
+		rec := httptest.NewRecorder()
+		gc, _ := gin.CreateTestContext(rec)
+		gc.Request = httptest.NewRequest(http.MethodGet, "/api/v1/queues/q1/events", nil)
+		fail(gc, err)
+		var p struct{ Detail string }
+		if json.Unmarshal(rec.Body.Bytes(), &p) != nil || p.Detail != detail {
+			t.Errorf("%v: body %q, want the detail %q", err, rec.Body, detail)
+		}
+	}
+}

@@ -2,70 +2,65 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
-const unavailableRetry = 2 * time.Second
+// unavailable answers every outage of the order path, whichever store it
+// was.
+var unavailable = problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+	"the order path is unavailable; if your entry token was used it is given back").WithRetryAfter(2 * time.Second)
 
-// problemFor maps an error to its problem. It is the one place errors become
-// status codes.
-func (h *handler) problemFor(c *gin.Context, err error) *problem.Problem {
-	var na *queue.NotActiveError
-	var rl *order.RateLimitedError
-	var ip *order.InvalidProductError
-	switch {
-	case errors.As(err, &ip):
-		fe := make([]problem.FieldError, len(ip.Fields))
-		for i, f := range ip.Fields {
+// problems is the order path's table from the order service's errors to
+// problem responses, first match first; httpserver.Problems adds the
+// answers every service shares (499 for a client gone, 500 for an error
+// not listed).
+var problems = httpserver.NewProblems(
+	httpserver.As(func(e *order.InvalidProductError) *problem.Problem {
+		fe := make([]problem.FieldError, len(e.Fields))
+		for i, f := range e.Fields {
 			fe[i] = problem.FieldError{Field: f.Field, Message: f.Message}
 		}
 		return problem.New(http.StatusBadRequest, problem.TypeValidation, "invalid product").WithErrors(fe)
-	case errors.As(err, &rl) && rl.PerUser:
-		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
-			"too many order requests without a usable entry token from this user").WithRetryAfter(rl.RetryAfter)
-	case errors.As(err, &rl):
-		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
-			"too many orders for this queue right now; your entry token was not used").WithRetryAfter(rl.RetryAfter)
-	case errors.Is(err, queue.ErrInvalidToken):
-		return problem.New(http.StatusForbidden, problem.TypeInvalidEntryToken,
-			"the entry token is missing, wrong, expired, used, or not yours for this queue")
-	case errors.As(err, &na):
-		return problem.New(http.StatusTooEarly, problem.TypeTokenNotActive, "your entry token activates shortly").WithRetryAfter(na.Wait)
-	case errors.Is(err, order.ErrInvalidRequest):
-		return problem.New(http.StatusBadRequest, problem.TypeValidation, "the order request is invalid")
-	case errors.Is(err, order.ErrSoldOut):
-		return problem.New(http.StatusConflict, problem.TypeSoldOut, "not enough stock left for this order")
-	case errors.Is(err, order.ErrProductNotFound):
-		return problem.New(http.StatusBadRequest, problem.TypeProductNotFound, "no such product in this queue; your entry token is given back")
-	case errors.Is(err, order.ErrOrderNotFound):
-		return problem.New(http.StatusNotFound, problem.TypeOrderNotFound, "no such order")
-	case errors.Is(err, order.ErrDuplicateToken):
-		return problem.New(http.StatusConflict, problem.TypeTokenAlreadyUsed, "an order was already placed with this entry token")
-	case errors.Is(err, order.ErrIdempotencyInProgress):
-		return problem.New(http.StatusConflict, problem.TypeIdempotencyInProgress, "a request with this Idempotency-Key is still running").
-			WithRetryAfter(time.Second)
-	case errors.Is(err, order.ErrUnavailable), errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		h.log.Warn("dependency unavailable", "path", c.FullPath(), "err", err)
-		return problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
-			"the order path is unavailable; if your entry token was used it is given back").WithRetryAfter(unavailableRetry)
-	}
-	h.log.Error("request failed", "path", c.FullPath(), "err", err)
-	return problem.New(http.StatusInternalServerError, problem.TypeInternal, "internal error")
+	}),
+	httpserver.As(func(e *order.RateLimitedError) *problem.Problem {
+		detail := "too many orders for this queue right now; your entry token was not used"
+		if e.PerUser {
+			detail = "too many order requests without a usable entry token from this user"
+		}
+		return problem.New(http.StatusTooManyRequests, problem.TypeRateLimited, detail).WithRetryAfter(e.RetryAfter)
+	}),
+	httpserver.Is(queue.ErrInvalidToken, problem.New(http.StatusForbidden, problem.TypeInvalidEntryToken,
+		"the entry token is missing, wrong, expired, used, or not yours for this queue")),
+	httpserver.As(func(e *queue.NotActiveError) *problem.Problem {
+		return problem.New(http.StatusTooEarly, problem.TypeTokenNotActive, "your entry token activates shortly").WithRetryAfter(e.Wait)
+	}),
+	httpserver.Is(order.ErrInvalidRequest, problem.New(http.StatusBadRequest, problem.TypeValidation, "the order request is invalid")),
+	httpserver.Is(order.ErrSoldOut, problem.New(http.StatusConflict, problem.TypeSoldOut, "not enough stock left for this order")),
+	httpserver.Is(order.ErrProductNotFound, problem.New(http.StatusBadRequest, problem.TypeProductNotFound,
+		"no such product in this queue; your entry token is given back")),
+	httpserver.Is(order.ErrOrderNotFound, problem.New(http.StatusNotFound, problem.TypeOrderNotFound, "no such order")),
+	httpserver.Is(order.ErrDuplicateToken, problem.New(http.StatusConflict, problem.TypeTokenAlreadyUsed,
+		"an order was already placed with this entry token")),
+	httpserver.Is(order.ErrIdempotencyInProgress, problem.New(http.StatusConflict, problem.TypeIdempotencyInProgress,
+		"a request with this Idempotency-Key is still running").WithRetryAfter(time.Second)),
+	httpserver.Is(order.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
+	httpserver.Is(queue.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
+	httpserver.Is(context.DeadlineExceeded, unavailable).Unavailable("dependency unavailable"),
+)
+
+// problemFor is the problem for err, for render, which stores the answer
+// under an Idempotency-Key before it is sent.
+func (h *handler) problemFor(c *gin.Context, err error) *problem.Problem {
+	return problems.Problem(c, h.log, err)
 }
 
-func (h *handler) fail(c *gin.Context, err error) {
-	if errors.Is(err, context.Canceled) {
-		c.Status(499)
-		return
-	}
-	problem.Write(c.Writer, c.Request, h.problemFor(c, err))
-	c.Abort()
-}
+// fail answers an order service's error through the order path's problems.
+func (h *handler) fail(c *gin.Context, err error) { problems.Fail(c, h.log, err) }

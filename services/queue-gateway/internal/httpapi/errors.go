@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
@@ -16,55 +16,45 @@ import (
 // unavailableRetry is the Retry-After sent while a dependency is down.
 const unavailableRetry = 2 * time.Second
 
-// fail maps an error from the use cases to a problem response. It is the one
-// place errors become status codes, and the one place they are logged.
-func (h *handler) fail(c *gin.Context, err error) {
-	var p *problem.Problem
-	var cfgErr *app.InvalidConfigError
-	switch {
-	case errors.As(err, &p):
-	case errors.Is(err, app.ErrInvalidQueueID):
-		p = problem.New(http.StatusBadRequest, problem.TypeInvalidQueueID, "queue ids are 1 to 64 characters: lower-case letters, digits and '-', starting with a letter or digit")
-	case errors.Is(err, app.ErrInvalidUserID):
-		p = problem.New(http.StatusBadRequest, problem.TypeInvalidUserID, "the token's subject is not a valid user id")
-	case errors.As(err, &cfgErr):
-		p = problem.New(http.StatusBadRequest, problem.TypeValidation, "the queue configuration has invalid fields").
-			WithErrors(fieldErrors(cfgErr.Fields))
-	case errors.Is(err, queue.ErrChallengeRequired):
-		p = problem.New(http.StatusPreconditionRequired, problem.TypeChallengeRequired,
+// problems is the gateway's table from the use cases' errors to problem
+// responses, first match first; httpserver.Problems adds the answers every
+// service shares (499 for a client gone, 500 for an error not listed).
+var problems = httpserver.NewProblems(
+	// A handler that already knows its answer sends it as the error.
+	httpserver.As(func(p *problem.Problem) *problem.Problem { return p }),
+	httpserver.Is(app.ErrInvalidQueueID, problem.New(http.StatusBadRequest, problem.TypeInvalidQueueID,
+		"queue ids are 1 to 64 characters: lower-case letters, digits and '-', starting with a letter or digit")),
+	httpserver.Is(app.ErrInvalidUserID, problem.New(http.StatusBadRequest, problem.TypeInvalidUserID,
+		"the token's subject is not a valid user id")),
+	httpserver.As(func(e *app.InvalidConfigError) *problem.Problem {
+		return problem.New(http.StatusBadRequest, problem.TypeValidation, "the queue configuration has invalid fields").
+			WithErrors(fieldErrors(e.Fields))
+	}),
+	httpserver.IsFunc(queue.ErrChallengeRequired, func(c *gin.Context) *problem.Problem {
+		return problem.New(http.StatusPreconditionRequired, problem.TypeChallengeRequired,
 			"this queue asks new entrants to solve a challenge: POST "+challengePath(c)+", then enter again with the solution in "+challengeHeader)
-	case errors.Is(err, queue.ErrChallengeFailed):
-		p = problem.New(http.StatusForbidden, problem.TypeChallengeFailed,
-			"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")
-	case errors.Is(err, app.ErrChallengeNotRequired):
-		p = problem.New(http.StatusConflict, problem.TypeChallengeNotRequired, "this queue asks for no challenge: enter directly")
-	case errors.Is(err, queue.ErrNotFound):
-		p = problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")
-	case errors.Is(err, queue.ErrClosed):
-		p = problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")
-	case errors.Is(err, queue.ErrFull):
+	}),
+	httpserver.Is(queue.ErrChallengeFailed, problem.New(http.StatusForbidden, problem.TypeChallengeFailed,
+		"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")),
+	httpserver.Is(app.ErrChallengeNotRequired, problem.New(http.StatusConflict, problem.TypeChallengeNotRequired,
+		"this queue asks for no challenge: enter directly")),
+	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
+	httpserver.Is(queue.ErrClosed, problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")),
+	httpserver.IsFunc(queue.ErrFull, func(*gin.Context) *problem.Problem {
 		// Not a retry storm: the hint is long, and jittered.
-		p = problem.New(http.StatusServiceUnavailable, problem.TypeQueueFull, "the line is full; try again later").
+		return problem.New(http.StatusServiceUnavailable, problem.TypeQueueFull, "the line is full; try again later").
 			WithRetryAfter(queue.Jitter(queue.MaxRetryAfter))
-	case errors.Is(err, queue.ErrUnavailable):
-		h.log.Warn("backend unavailable", "path", c.FullPath(), "err", err)
-		p = problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable, "the waiting room's store is not answering; try again shortly").
-			WithRetryAfter(unavailableRetry)
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		c.Status(499)
-		return
-	case errors.Is(err, context.DeadlineExceeded):
-		h.log.Warn("request timed out", "path", c.FullPath(), "err", err)
-		p = problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable, "the request timed out; try again shortly").
-			WithRetryAfter(unavailableRetry)
-	default:
-		h.log.Error("request failed", "path", c.FullPath(), "err", err)
-		p = problem.New(http.StatusInternalServerError, problem.TypeInternal, "internal error")
-	}
-	problem.Write(c.Writer, c.Request, p)
-	c.Abort()
-}
+	}),
+	httpserver.Is(queue.ErrUnavailable, problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+		"the waiting room's store is not answering; try again shortly").WithRetryAfter(unavailableRetry)).
+		Unavailable("backend unavailable"),
+	httpserver.Is(context.DeadlineExceeded, problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+		"the request timed out; try again shortly").WithRetryAfter(unavailableRetry)).
+		Unavailable("request timed out"),
+)
+
+// fail answers a use case's error through the gateway's problems.
+func (h *handler) fail(c *gin.Context, err error) { problems.Fail(c, h.log, err) }
 
 // challengePath is where the queue of this request hands out challenges.
 func challengePath(c *gin.Context) string {
