@@ -10,12 +10,11 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 const startPostgres = `pg_ctlcluster --skip-systemctl-redirect 15 main start`
 
-var postgresContainer container
+var postgresContainer = container{server: "postgres"}
 
 // PostgresServerURL returns the URL of a PostgreSQL server that answers, or
 // fails the test: DATABASE_URL, default
@@ -29,11 +28,7 @@ func PostgresServerURL(t testing.TB) string {
 	if err == nil {
 		return u
 	}
-	addr, derr := postgresContainer.start("postgres:15-alpine", "5432/tcp", nil,
-		map[string]string{"POSTGRES_HOST_AUTH_METHOD": "trust"},
-		// The entrypoint starts the server twice (init, then for real).
-		wait.ForLog("database system is ready to accept connections").WithOccurrence(2).
-			WithStartupTimeout(2*time.Minute))
+	addr, derr := postgresContainer.start()
 	if derr == nil {
 		return "postgres://postgres@" + addr + "/postgres?sslmode=disable"
 	}

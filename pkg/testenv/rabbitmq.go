@@ -6,12 +6,11 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 const startRabbitMQ = `rabbitmq-server -detached   (then wait for: rabbitmqctl await_startup)`
 
-var rabbitContainer container
+var rabbitContainer = container{server: "rabbitmq"}
 
 // AMQPURL returns the URL of a RabbitMQ that answers, or fails the test:
 // AMQP_URL, default amqp://guest:guest@127.0.0.1:5672/, else a container when
@@ -23,8 +22,7 @@ func AMQPURL(t testing.TB) string {
 	if err == nil {
 		return url
 	}
-	addr, derr := rabbitContainer.start("rabbitmq:3-management", "5672/tcp", nil, nil,
-		wait.ForLog("Server startup complete").WithStartupTimeout(2*time.Minute))
+	addr, derr := rabbitContainer.start()
 	if derr == nil {
 		return "amqp://guest:guest@" + addr + "/"
 	}

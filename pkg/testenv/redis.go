@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 )
 
 const startRedis = `redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no`
 
-var redisContainer container
+var redisContainer = container{server: "redis"}
 
 // DefaultTestRedisURL is where tests look for Redis unless REDIS_URL says
 // otherwise: database 15 of the local server, so a `make run` stack on
@@ -30,7 +29,7 @@ func RedisURL(t testing.TB) string {
 	if err == nil {
 		return url
 	}
-	addr, derr := redisContainer.start("redis:7-alpine", "6379/tcp", nil, nil, wait.ForListeningPort("6379/tcp"))
+	addr, derr := redisContainer.start()
 	if derr == nil {
 		return "redis://" + addr + "/0"
 	}
