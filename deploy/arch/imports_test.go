@@ -45,6 +45,12 @@ var rules = []rule{
 	{"services/order-service/internal/order", infrastructure},
 	{"services/notification-service/internal/hub", infrastructure},
 	{"services/notification-service/internal/stream", infrastructure},
+	// The domain's fakes and contract suites: as pure as the domain, so
+	// a unit test over a fake needs no server (TestTestSupportOnlyInTests
+	// keeps them out of the binaries).
+	{"services/order-service/internal/order/ordertest", infrastructure},
+	{"services/admission-dispatcher/internal/restore/restoretest", infrastructure},
+	{"services/notification-service/internal/stream/streamtest", infrastructure},
 	// The event contract: protobuf is its format, but a consumer of the
 	// contract needs no broker client, HTTP framework or database.
 	{"pkg/events", slices.DeleteFunc(slices.Clone(infrastructure), func(p string) bool { return p == "google.golang.org/protobuf" })},

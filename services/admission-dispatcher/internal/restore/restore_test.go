@@ -1,4 +1,4 @@
-package restore
+package restore_test
 
 import (
 	"bytes"
@@ -13,34 +13,20 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore/restoretest"
 )
 
-// restoreCall is one call of Store.Restore.
-type restoreCall struct {
-	q, user, token, order string
-	restorable            bool
-}
-
-type reply struct {
-	out queue.RestoreOutcome
-	err error
-}
-
-// fakeStore answers Restore from a script, the last reply repeating, and
-// records its calls. onCall, when set, runs inside the n-th call (from 1).
-type fakeStore struct {
-	replies []reply
-	calls   []restoreCall
-	onCall  func(n int)
-}
-
-func (s *fakeStore) Restore(_ context.Context, q, user, tokenID, orderID string, restorable bool) (queue.RestoreOutcome, error) {
-	s.calls = append(s.calls, restoreCall{q, user, tokenID, orderID, restorable})
-	if s.onCall != nil {
-		s.onCall(len(s.calls))
+// consumedStore returns a store where user-1's token tok-1 in queue sale
+// was consumed by the attempt ord-1 and lives ttl from now.
+func consumedStore(t *testing.T, q, user string, ttl time.Duration) *restoretest.Store {
+	t.Helper()
+	s := restoretest.NewStore()
+	s.Issue(q, user, restoretest.Token{Secret: "secret", ID: "tok-1", TTL: ttl})
+	if _, err := s.Consume(q, user, "secret", "ord-1"); err != nil {
+		t.Fatal(err)
 	}
-	r := s.replies[min(len(s.calls), len(s.replies))-1]
-	return r.out, r.err
+	return s
 }
 
 type restored struct {
@@ -54,8 +40,8 @@ func (r *fakeRecorder) Restored(q string, o queue.RestoreOutcome) {
 	r.got = append(r.got, restored{q, o})
 }
 
-func failure(edit func(*Failure)) Failure {
-	f := Failure{QueueID: "sale", UserID: "user-1", TokenID: "tok-1", OrderID: "ord-1", Reason: "SOLD_OUT", Restorable: true, Redelivery: 2}
+func failure(edit func(*restore.Failure)) restore.Failure {
+	f := restore.Failure{QueueID: "sale", UserID: "user-1", TokenID: "tok-1", OrderID: "ord-1", Reason: "SOLD_OUT", Restorable: true, Redelivery: 2}
 	if edit != nil {
 		edit(&f)
 	}
@@ -88,30 +74,30 @@ const (
 func TestFailuresWithoutValidIDsArePoison(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(*Failure)
+		edit func(*restore.Failure)
 	}{
-		{"nothing at all", func(f *Failure) { *f = Failure{} }},
-		{"no queue", func(f *Failure) { f.QueueID = "" }},
-		{"upper-case queue", func(f *Failure) { f.QueueID = "Sale" }},
-		{"queue with braces", func(f *Failure) { f.QueueID = "{sale}" }},
-		{"queue of 65 characters", func(f *Failure) { f.QueueID = strings.Repeat("q", 65) }},
-		{"no user", func(f *Failure) { f.UserID = "" }},
-		{"user with a space", func(f *Failure) { f.UserID = "user 1" }},
-		{"user of 129 characters", func(f *Failure) { f.UserID = strings.Repeat("u", 129) }},
-		{"no token", func(f *Failure) { f.TokenID = "" }},
-		{"no order", func(f *Failure) { f.OrderID = "" }},
+		{"nothing at all", func(f *restore.Failure) { *f = restore.Failure{} }},
+		{"no queue", func(f *restore.Failure) { f.QueueID = "" }},
+		{"upper-case queue", func(f *restore.Failure) { f.QueueID = "Sale" }},
+		{"queue with braces", func(f *restore.Failure) { f.QueueID = "{sale}" }},
+		{"queue of 65 characters", func(f *restore.Failure) { f.QueueID = strings.Repeat("q", 65) }},
+		{"no user", func(f *restore.Failure) { f.UserID = "" }},
+		{"user with a space", func(f *restore.Failure) { f.UserID = "user 1" }},
+		{"user of 129 characters", func(f *restore.Failure) { f.UserID = strings.Repeat("u", 129) }},
+		{"no token", func(f *restore.Failure) { f.TokenID = "" }},
+		{"no order", func(f *restore.Failure) { f.OrderID = "" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &fakeStore{replies: []reply{{out: queue.Restored}}}
+			store := consumedStore(t, "sale", "user-1", time.Minute)
 			rec := &fakeRecorder{}
 			var log bytes.Buffer
-			h := NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
+			h := restore.NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
 
-			if got := h.Handle(context.Background(), failure(tc.edit)); got != Poison {
-				t.Errorf("result %v, want Poison (%v)", got, Poison)
+			if got := h.Handle(context.Background(), failure(tc.edit)); got != restore.Poison {
+				t.Errorf("result %v, want Poison (%v)", got, restore.Poison)
 			}
-			if len(store.calls) != 0 || len(rec.got) != 0 {
-				t.Errorf("%d restores, %d outcomes recorded; want 0 and 0", len(store.calls), len(rec.got))
+			if len(store.Calls()) != 0 || len(rec.got) != 0 {
+				t.Errorf("%d restores, %d outcomes recorded; want 0 and 0", len(store.Calls()), len(rec.got))
 			}
 			if got := logLevels(t, &log); !slices.Equal(got, []string{logDeadLetterIDs}) {
 				t.Errorf("log %q, want %q", got, logDeadLetterIDs)
@@ -121,43 +107,56 @@ func TestFailuresWithoutValidIDsArePoison(t *testing.T) {
 }
 
 func TestStoreOutcomesAreAckedAndRecorded(t *testing.T) {
+	widestQueue, widestUser := "0"+strings.Repeat("-", 63), strings.Repeat("A", 120)+"_.:@|-z9"
 	for _, tc := range []struct {
-		name     string
-		edit     func(*Failure)
-		out      queue.RestoreOutcome
-		wantCall restoreCall
+		name string
+		edit func(*restore.Failure)
+		// The store's state: the attempt consumed the token of user-1
+		// (or widestUser) in sale (or widestQueue) with ttl left, then
+		// waited wait; handled says its failure was handled before.
+		ttl, wait time.Duration
+		handled   bool
+		out       queue.RestoreOutcome
+		wantCall  restoretest.Call
 	}{
-		{name: "restored", out: queue.Restored,
-			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
-		{name: "expired meanwhile", out: queue.RestoreExpired,
-			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
-		{name: "not restorable: freed", out: queue.Freed,
-			edit: func(f *Failure) {
+		{name: "restored", ttl: time.Minute, out: queue.Restored,
+			wantCall: restoretest.Call{Q: "sale", User: "user-1", TokenID: "tok-1", OrderID: "ord-1", Restorable: true}},
+		{name: "expired meanwhile", ttl: 50 * time.Millisecond, wait: 100 * time.Millisecond, out: queue.RestoreExpired,
+			wantCall: restoretest.Call{Q: "sale", User: "user-1", TokenID: "tok-1", OrderID: "ord-1", Restorable: true}},
+		{name: "not restorable: freed", ttl: time.Minute, out: queue.Freed,
+			edit: func(f *restore.Failure) {
 				f.Restorable = false
 				f.Reason = "PAYMENT_DECLINED"
 			},
-			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", false}},
-		{name: "redelivery: duplicate", out: queue.Duplicate,
-			wantCall: restoreCall{"sale", "user-1", "tok-1", "ord-1", true}},
-		{name: "widest valid ids", out: queue.Restored,
-			edit: func(f *Failure) {
-				f.QueueID = "0" + strings.Repeat("-", 63)
-				f.UserID = strings.Repeat("A", 120) + "_.:@|-z9"
+			wantCall: restoretest.Call{Q: "sale", User: "user-1", TokenID: "tok-1", OrderID: "ord-1"}},
+		{name: "redelivery: duplicate", ttl: time.Minute, handled: true, out: queue.Duplicate,
+			wantCall: restoretest.Call{Q: "sale", User: "user-1", TokenID: "tok-1", OrderID: "ord-1", Restorable: true}},
+		{name: "widest valid ids", ttl: time.Minute, out: queue.Restored,
+			edit: func(f *restore.Failure) {
+				f.QueueID = widestQueue
+				f.UserID = widestUser
 			},
-			wantCall: restoreCall{"0" + strings.Repeat("-", 63), strings.Repeat("A", 120) + "_.:@|-z9", "tok-1", "ord-1", true}},
+			wantCall: restoretest.Call{Q: widestQueue, User: widestUser, TokenID: "tok-1", OrderID: "ord-1", Restorable: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &fakeStore{replies: []reply{{out: tc.out}}}
+			store := consumedStore(t, tc.wantCall.Q, tc.wantCall.User, tc.ttl)
+			time.Sleep(tc.wait)
+			if tc.handled {
+				if out, err := store.Restore(context.Background(), tc.wantCall.Q, tc.wantCall.User, "tok-1", "ord-1", true); err != nil || out != queue.Restored {
+					t.Fatalf("first delivery: %s %v", out, err)
+				}
+			}
+			before := len(store.Calls())
 			rec := &fakeRecorder{}
 			var log bytes.Buffer
-			h := NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
-			if got := h.Handle(context.Background(), failure(tc.edit)); got != Done {
-				t.Errorf("result %v, want Done (%v)", got, Done)
+			h := restore.NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
+			if got := h.Handle(context.Background(), failure(tc.edit)); got != restore.Done {
+				t.Errorf("result %v, want Done (%v)", got, restore.Done)
 			}
-			if !slices.Equal(store.calls, []restoreCall{tc.wantCall}) {
-				t.Errorf("restores %+v, want one %+v", store.calls, tc.wantCall)
+			if calls := store.Calls()[before:]; !slices.Equal(calls, []restoretest.Call{tc.wantCall}) {
+				t.Errorf("restores %+v, want one %+v", calls, tc.wantCall)
 			}
-			if want := []restored{{tc.wantCall.q, tc.out}}; !slices.Equal(rec.got, want) {
+			if want := []restored{{tc.wantCall.Q, tc.out}}; !slices.Equal(rec.got, want) {
 				t.Errorf("recorded %+v, want %+v", rec.got, want)
 			}
 			if got := logLevels(t, &log); !slices.Equal(got, []string{logHandled}) {
@@ -170,63 +169,65 @@ func TestStoreOutcomesAreAckedAndRecorded(t *testing.T) {
 func TestStoreFailures(t *testing.T) {
 	unavailable := fmt.Errorf("restore sale: %w", queue.ErrUnavailable)
 	for _, tc := range []struct {
-		name           string
-		replies        []reply
+		name string
+		// errs fail the store's calls in turn, the last one repeating;
+		// nil lets the call through to the store (which restores).
+		errs           []error
 		unavailableFor time.Duration
 		cancelOnCall   int // cancels the handler's context inside this call
-		want           Result
+		want           restore.Result
 		calls          int
 		recorded       []restored
 		log            []string
 	}{
 		{name: "a script error is retried by redelivery at once",
-			replies: []reply{{err: errors.New("restore sale: WRONGTYPE")}},
-			want:    Retry, calls: 1, log: []string{logRetry}},
+			errs: []error{errors.New("restore sale: WRONGTYPE")},
+			want: restore.Retry, calls: 1, log: []string{logRetry}},
 		{name: "a cancelled call goes back to the queue",
-			replies: []reply{{err: context.Canceled}},
-			want:    Retry, calls: 1, log: []string{logRetry}},
+			errs: []error{context.Canceled},
+			want: restore.Retry, calls: 1, log: []string{logRetry}},
 		{name: "a short outage is waited out in the handler",
-			replies: []reply{{err: unavailable}, {err: queue.ErrUnavailable}, {out: queue.Restored}},
-			want:    Done, calls: 3, recorded: []restored{{"sale", queue.Restored}}, log: []string{logHandled}},
+			errs: []error{unavailable, queue.ErrUnavailable, nil},
+			want: restore.Done, calls: 3, recorded: []restored{{"sale", queue.Restored}}, log: []string{logHandled}},
 		{name: "another error after an outage goes back to the queue",
-			replies: []reply{{err: unavailable}, {err: errors.New("restore sale: unknown reply")}},
-			want:    Retry, calls: 2, log: []string{logRetry}},
+			errs: []error{unavailable, errors.New("restore sale: unknown reply")},
+			want: restore.Retry, calls: 2, log: []string{logRetry}},
 		{name: "an outage past its allowance goes back to the queue",
-			replies: []reply{{err: unavailable}}, unavailableFor: -time.Second,
-			want: Retry, calls: 1, log: []string{logRetry}},
+			errs: []error{unavailable}, unavailableFor: -time.Second,
+			want: restore.Retry, calls: 1, log: []string{logRetry}},
 		{name: "shutdown during an outage goes back to the queue",
-			replies: []reply{{err: unavailable}}, cancelOnCall: 1,
-			want: Retry, calls: 1},
+			errs: []error{unavailable}, cancelOnCall: 1,
+			want: restore.Retry, calls: 1},
 		{name: "shutdown on the second try",
-			replies: []reply{{err: unavailable}}, cancelOnCall: 2,
-			want: Retry, calls: 2},
+			errs: []error{unavailable}, cancelOnCall: 2,
+			want: restore.Retry, calls: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			store := &fakeStore{replies: tc.replies}
-			if tc.cancelOnCall > 0 {
-				store.onCall = func(n int) {
-					if n == tc.cancelOnCall {
-						cancel()
-					}
+			store := consumedStore(t, "sale", "user-1", time.Minute)
+			store.FailWith(func(n int) error {
+				if n == tc.cancelOnCall {
+					cancel()
 				}
-			}
+				return tc.errs[min(n, len(tc.errs))-1]
+			})
 			rec := &fakeRecorder{}
 			var log bytes.Buffer
-			h := NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
+			h := restore.NewHandler(store, rec, slog.New(slog.NewJSONHandler(&log, nil)))
 			if tc.unavailableFor != 0 {
-				h.unavailableFor = tc.unavailableFor
+				restore.SetUnavailableFor(h, tc.unavailableFor)
 			}
 
 			if got := h.Handle(ctx, failure(nil)); got != tc.want {
 				t.Errorf("result %v, want %v", got, tc.want)
 			}
-			if len(store.calls) != tc.calls {
-				t.Errorf("%d restores, want %d", len(store.calls), tc.calls)
+			calls := store.Calls()
+			if len(calls) != tc.calls {
+				t.Errorf("%d restores, want %d", len(calls), tc.calls)
 			}
-			for i, c := range store.calls {
-				if c != (restoreCall{"sale", "user-1", "tok-1", "ord-1", true}) {
+			for i, c := range calls {
+				if c != (restoretest.Call{Q: "sale", User: "user-1", TokenID: "tok-1", OrderID: "ord-1", Restorable: true}) {
 					t.Errorf("restore %d: %+v", i, c)
 				}
 			}
@@ -241,8 +242,8 @@ func TestStoreFailures(t *testing.T) {
 }
 
 func TestHandlerHoldsADeliveryThirtySecondsThroughAnOutage(t *testing.T) {
-	h := NewHandler(&fakeStore{}, &fakeRecorder{}, slog.New(slog.DiscardHandler))
-	if h.unavailableFor != 30*time.Second {
-		t.Errorf("unavailableFor %v, want 30s", h.unavailableFor)
+	h := restore.NewHandler(restoretest.NewStore(), &fakeRecorder{}, slog.New(slog.DiscardHandler))
+	if d := restore.UnavailableFor(h); d != 30*time.Second {
+		t.Errorf("unavailableFor %v, want 30s", d)
 	}
 }

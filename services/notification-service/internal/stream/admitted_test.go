@@ -94,10 +94,12 @@ func TestPositionRound(t *testing.T) {
 				drain(t, sub) // nothing yet: the opening frames are in First
 			}
 			if c.admit != "" {
-				f.pos.admit("ann", c.admit)
+				f.admit(t, c.admit)
 			}
-			f.pos.down = c.down
-			f.pos.asked = 0
+			if c.down {
+				f.pos.SetDown(errStoreDown)
+			}
+			f.pos.ResetReads()
 			for range c.rounds {
 				f.svc.round(context.Background())
 			}
@@ -107,8 +109,8 @@ func TestPositionRound(t *testing.T) {
 				}
 			}
 			// One read per queue per round, whoever is connected.
-			if f.pos.asked != c.rounds || f.hub.Len() != 2 || len(f.rec.snapshot()) != 0 {
-				t.Fatalf("store read %d times, hub holds %d, counts %v; want %d, 2 and none", f.pos.asked, f.hub.Len(), f.rec.snapshot(), c.rounds)
+			if f.pos.Reads() != c.rounds || f.hub.Len() != 2 || len(f.rec.snapshot()) != 0 {
+				t.Fatalf("store read %d times, hub holds %d, counts %v; want %d, 2 and none", f.pos.Reads(), f.hub.Len(), f.rec.snapshot(), c.rounds)
 			}
 		})
 	}

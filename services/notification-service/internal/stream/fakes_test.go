@@ -1,67 +1,14 @@
 package stream
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
+// errStoreDown is the store's error while it is down (streamtest's
+// Store.SetDown), which is the fake of Positions the tests use.
 var errStoreDown = errors.New("store down")
-
-// memPositions is an in-memory Positions: every user waits at position 1
-// unless admitted; queue "missing" does not exist; down makes every read
-// fail. It counts the reads.
-type memPositions struct {
-	mu       sync.Mutex
-	admitted map[string]*queue.Token
-	down     bool
-	asked    int
-}
-
-func newMemPositions() *memPositions { return &memPositions{admitted: map[string]*queue.Token{}} }
-
-func (p *memPositions) admit(user, tokenID string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.admitted[user] = &queue.Token{Secret: "secret-" + tokenID, ID: tokenID, ActivateAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)}
-}
-
-func (p *memPositions) Position(_ context.Context, q, user string) (queue.Standing, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.asked++
-	return p.standing(q, user)
-}
-
-func (p *memPositions) standing(q, user string) (queue.Standing, error) {
-	switch {
-	case p.down:
-		return queue.Standing{}, errStoreDown
-	case q == "missing":
-		return queue.Standing{}, queue.ErrNotFound
-	case p.admitted[user] != nil:
-		return queue.Standing{QueueID: q, State: queue.Admitted, Token: p.admitted[user], ConfiguredRate: 10}, nil
-	}
-	return queue.Standing{QueueID: q, State: queue.Waiting, Position: 1, Total: 1, ConfiguredRate: 10}, nil
-}
-
-func (p *memPositions) PositionMany(_ context.Context, q string, users []string) (map[string]queue.Standing, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.asked++
-	out := map[string]queue.Standing{}
-	for _, u := range users {
-		st, err := p.standing(q, u)
-		if err != nil {
-			return nil, err
-		}
-		out[u] = st
-	}
-	return out, nil
-}
 
 // counts is a Recorder that counts by "kind/label".
 type counts struct {

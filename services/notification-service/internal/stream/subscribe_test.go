@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream/streamtest"
 )
 
 // fixture is a Service over an in-memory store and a hub capped at two
@@ -20,14 +21,38 @@ import (
 type fixture struct {
 	svc *Service
 	hub *hub.Hub
-	pos *memPositions
+	pos *streamtest.Store
 	rec *counts
 }
 
+// newFixture makes queues q1 and q2, where ann, bob and cid wait in that
+// order; queue "missing" does not exist.
 func newFixture(buffer int) *fixture {
-	pos, rec := newMemPositions(), newCounts()
+	pos, rec := streamtest.NewStore(), newCounts()
+	for _, q := range []string{"q1", "q2"} {
+		pos.Open(q, 10)
+		for _, u := range []string{"ann", "bob", "cid"} {
+			pos.Enter(q, u)
+		}
+	}
 	h := hub.New(buffer, 2, rec.Dropped, hub.MaxPerUser(2))
 	return &fixture{svc: New(h, pos, slog.New(slog.NewTextHandler(io.Discard, nil)), rec, Options{}), hub: h, pos: pos, rec: rec}
+}
+
+// admit gives ann, the head of q1's line, a token with id tokenID.
+func (f *fixture) admit(t *testing.T, tokenID string) queue.Token {
+	t.Helper()
+	now := time.Now()
+	tok := queue.Token{Secret: "secret-" + tokenID, ID: tokenID, ActivateAt: now, ExpiresAt: now.Add(time.Minute)}
+	if user, ok := f.pos.Admit("q1", tok); !ok || user != "ann" {
+		t.Fatalf("admitted %q (%v), want ann", user, ok)
+	}
+	st, err := f.pos.Position(context.Background(), "q1", "ann")
+	if err != nil || st.Token == nil {
+		t.Fatalf("ann after her admission: %+v %v", st, err)
+	}
+	f.pos.ResetReads()
+	return *st.Token
 }
 
 func TestSubscribeRefuses(t *testing.T) {
@@ -44,7 +69,7 @@ func TestSubscribeRefuses(t *testing.T) {
 		{"empty queue id", nil, Request{Queue: "", User: "ann", ClientIP: "192.0.2.1"}, ErrInvalidQueue, "invalid", 0, 0},
 		{"another user's stream", nil, Request{Queue: "q1", User: "ann", ForUser: "bob", ClientIP: "192.0.2.1"}, ErrForeignUser, "foreign", 0, 0},
 		{"unknown queue", nil, Request{Queue: "missing", User: "ann", ClientIP: "192.0.2.1"}, queue.ErrNotFound, "not_found", 1, 0},
-		{"store down", func(f *fixture) { f.pos.down = true }, Request{Queue: "q1", User: "ann", ClientIP: "192.0.2.1"}, ErrUnavailable, "unavailable", 1, 0},
+		{"store down", func(f *fixture) { f.pos.SetDown(errStoreDown) }, Request{Queue: "q1", User: "ann", ClientIP: "192.0.2.1"}, ErrUnavailable, "unavailable", 1, 0},
 		{"shutting down", func(f *fixture) { f.hub.Shut() }, Request{Queue: "q1", User: "ann", ClientIP: "192.0.2.1"}, hub.ErrShut, "shutting_down", 1, 0},
 		{"user at its cap", func(f *fixture) { f.open(t, "ann", "192.0.2.7", "192.0.2.8") }, Request{Queue: "q2", User: "ann", ClientIP: "192.0.2.1"}, hub.ErrUserCap, "user_cap", 3, 2},
 		{"address at its cap", func(f *fixture) { f.open(t, "bob", "192.0.2.1"); f.open(t, "cid", "192.0.2.1") }, Request{Queue: "q1", User: "ann", ClientIP: "192.0.2.1"}, hub.ErrIPCap, "ip_cap", 3, 2},
@@ -65,8 +90,8 @@ func TestSubscribeRefuses(t *testing.T) {
 			if got := f.rec.snapshot(); !maps.Equal(got, want) {
 				t.Fatalf("counts %v, want %v", got, want)
 			}
-			if f.pos.asked != c.asked || f.hub.Len() != c.open {
-				t.Fatalf("store read %d times, hub holds %d; want %d and %d", f.pos.asked, f.hub.Len(), c.asked, c.open)
+			if f.pos.Reads() != c.asked || f.hub.Len() != c.open {
+				t.Fatalf("store read %d times, hub holds %d; want %d and %d", f.pos.Reads(), f.hub.Len(), c.asked, c.open)
 			}
 		})
 	}
@@ -74,7 +99,7 @@ func TestSubscribeRefuses(t *testing.T) {
 
 func TestStoreErrorIsKeptInUnavailable(t *testing.T) {
 	f := newFixture(8)
-	f.pos.down = true
+	f.pos.SetDown(errStoreDown)
 	_, err := f.svc.Subscribe(context.Background(), Request{Queue: "q1", User: "ann"})
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errStoreDown) {
 		t.Fatalf("err %v, want ErrUnavailable wrapping the store's error", err)
@@ -138,8 +163,9 @@ func TestSubscribeOpensWith(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(8)
+			var tok queue.Token
 			if c.admitted != "" {
-				f.pos.admit("ann", c.admitted)
+				tok = f.admit(t, c.admitted)
 			}
 			sub, err := f.svc.Subscribe(context.Background(), Request{Queue: "q1", User: "ann", ForUser: c.forUser, ClientIP: "192.0.2.1"})
 			if err != nil {
@@ -150,7 +176,7 @@ func TestSubscribeOpensWith(t *testing.T) {
 			}
 			// The announced token is not announced again on this stream.
 			if c.admitted != "" {
-				f.svc.Admitted("q1", "ann", c.admitted, f.pos.admitted["ann"].ActivateAt, f.pos.admitted["ann"].ExpiresAt, f.pos.admitted["ann"].ActivateAt)
+				f.svc.Admitted("q1", "ann", c.admitted, tok.ActivateAt, tok.ExpiresAt, tok.ActivateAt)
 				if n := len(sub.C); n != 0 {
 					t.Fatalf("%d messages after the event of the token the stream opened with, want 0", n)
 				}

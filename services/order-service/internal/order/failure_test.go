@@ -31,22 +31,22 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 		{"anything else", errors.New("disk full"), false, order.ReasonDatabaseError, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tokens, repo, direct := &memTokens{check: queue.TokenCheck{State: queue.TokenValid}}, newMemRepo(), &memPublisher{}
-			repo.placeErr = tc.cause
+			tokens, repo, direct := tokensIn(t, queue.TokenValid), stocked(t), &memPublisher{}
+			repo.Fail("PlaceOrder", tc.cause)
 			if tc.outboxDown {
-				repo.outboxErr = order.ErrUnavailable
+				repo.Fail("AddEvent", order.ErrUnavailable)
 			}
 			svc := newService(t, tokens, repo, direct, order.Limits{})
 			_, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, Token: "secret"})
 			if !errors.Is(err, tc.cause) {
 				t.Fatalf("Place: %v, want %v", err, tc.cause)
 			}
-			recorded, other := repo.events, direct.published
+			recorded, other := repo.Events(), direct.published
 			if tc.outboxDown {
-				recorded, other = direct.published, repo.events
+				recorded, other = direct.published, repo.Events()
 			}
 			if len(recorded) != 1 || len(other) != 0 {
-				t.Fatalf("%d events in the outbox, %d published directly; want 1 where it could go", len(repo.events), len(direct.published))
+				t.Fatalf("%d events in the outbox, %d published directly; want 1 where it could go", len(repo.Events()), len(direct.published))
 			}
 			f, ok := recorded[0].(order.Failed)
 			if !ok {
@@ -56,8 +56,8 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 				f.OrderID == "" || f.EventID() != "tok-1.failed."+f.OrderID || f.RemainingTTL <= 0 || f.RemainingTTL > time.Minute {
 				t.Fatalf("recorded %+v, want %s restorable %v for tok-1 with under a minute left", f, tc.reason, tc.restorable)
 			}
-			if len(tokens.handedOff) != 1 || tokens.handedOff[0] != "tok-1" || tokens.settled != 0 {
-				t.Fatalf("handed off %v, settled %d; want tok-1 handed off, nothing settled", tokens.handedOff, tokens.settled)
+			if h := tokens.HandedOff(); len(h) != 1 || h[0] != "tok-1" || tokens.Calls("Settle") != 0 {
+				t.Fatalf("handed off %v, settled %d; want tok-1 handed off, nothing settled", h, tokens.Calls("Settle"))
 			}
 		})
 	}
@@ -66,20 +66,29 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 // A committed order records one Created event for the stored order, and
 // the token is settled.
 func TestPlacedOrderRecordsCreated(t *testing.T) {
-	tokens, repo := &memTokens{check: queue.TokenCheck{State: queue.TokenValid}}, newMemRepo()
+	tokens, repo := tokensIn(t, queue.TokenValid), stocked(t)
 	svc := newService(t, tokens, repo, nil, order.Limits{})
-	o, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 2, Token: "secret"})
+	ctx := context.Background()
+	o, err := svc.Place(ctx, order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 2, Token: "secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(repo.events) != 1 {
-		t.Fatalf("%d events, want 1", len(repo.events))
+	events := repo.Events()
+	if len(events) != 1 {
+		t.Fatalf("%d events, want 1", len(events))
 	}
-	c, ok := repo.events[0].(order.Created)
+	c, ok := events[0].(order.Created)
 	if !ok || c.Order != o || c.EventID() != o.ID+".created" || o.EntryTokenID != "tok-1" || o.Quantity != 2 {
-		t.Fatalf("recorded %+v for order %+v", repo.events[0], o)
+		t.Fatalf("recorded %+v for order %+v", events[0], o)
 	}
-	if tokens.settled != 1 || len(tokens.handedOff) != 0 {
-		t.Fatalf("settled %d, handed off %v; want 1 and none", tokens.settled, tokens.handedOff)
+	if ps, _ := repo.Products(ctx, "sale"); len(ps) != 1 || ps[0].Stock != 8 {
+		t.Fatalf("products %+v, want sku-1 with 10 - 2 left", ps)
+	}
+	if tokens.Calls("Settle") != 1 || len(tokens.HandedOff()) != 0 {
+		t.Fatalf("settled %d, handed off %v; want 1 and none", tokens.Calls("Settle"), tokens.HandedOff())
+	}
+	// Consumed and settled: the token is spent.
+	if chk, _ := tokens.CheckToken(ctx, "sale", "alice", "secret"); chk.State != queue.TokenSpent {
+		t.Fatalf("alice's token checks %s after the order, want SPENT", chk.State)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order/ordertest"
 )
 
 // PutProduct writes only a product that follows every rule, and says which
@@ -37,12 +38,15 @@ func TestPutProduct(t *testing.T) {
 			[]string{"productId", "queueId", "name", "stock", "priceCents"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			repo := newMemRepo()
-			svc := newService(t, &memTokens{}, repo, nil, order.Limits{})
+			repo := ordertest.NewRepo()
+			svc := newService(t, ordertest.NewTokens(), repo, nil, order.Limits{})
 			got, created, err := svc.PutProduct(context.Background(), tc.p)
 			if tc.bad == nil {
-				if err != nil || !created || got != tc.p || repo.calls["UpsertProduct"] != 1 {
-					t.Fatalf("PutProduct = %+v, %v, %v after %d writes; want it written and created", got, created, err, repo.calls["UpsertProduct"])
+				// The database stamps the time of the write.
+				want := tc.p
+				want.UpdatedAt = got.UpdatedAt
+				if err != nil || !created || got != want || got.UpdatedAt.IsZero() || repo.Calls("UpsertProduct") != 1 {
+					t.Fatalf("PutProduct = %+v, %v, %v after %d writes; want it written and created", got, created, err, repo.Calls("UpsertProduct"))
 				}
 				return
 			}
@@ -57,8 +61,8 @@ func TestPutProduct(t *testing.T) {
 				}
 				fields = append(fields, f.Field)
 			}
-			if !slices.Equal(fields, tc.bad) || repo.calls["UpsertProduct"] != 0 {
-				t.Fatalf("refused %v after %d writes, want %v and none", fields, repo.calls["UpsertProduct"], tc.bad)
+			if !slices.Equal(fields, tc.bad) || repo.Calls("UpsertProduct") != 0 {
+				t.Fatalf("refused %v after %d writes, want %v and none", fields, repo.Calls("UpsertProduct"), tc.bad)
 			}
 		})
 	}
@@ -67,8 +71,8 @@ func TestPutProduct(t *testing.T) {
 // The product list is cached, yet a product put through this replica is
 // in it at once.
 func TestPutProductRefreshesTheList(t *testing.T) {
-	repo := newMemRepo()
-	svc := newService(t, &memTokens{}, repo, nil, order.Limits{})
+	repo := ordertest.NewRepo()
+	svc := newService(t, ordertest.NewTokens(), repo, nil, order.Limits{})
 	ctx := context.Background()
 	put := func(id string, stock int) {
 		t.Helper()
@@ -89,7 +93,7 @@ func TestPutProductRefreshesTheList(t *testing.T) {
 		t.Fatalf("list %+v, want a with 1", ps)
 	}
 	list()
-	if n := repo.calls["Products"]; n != 1 {
+	if n := repo.Calls("Products"); n != 1 {
 		t.Fatalf("two reads made %d list queries, want 1", n)
 	}
 	put("a", 5)
@@ -97,7 +101,7 @@ func TestPutProductRefreshesTheList(t *testing.T) {
 	if ps := list(); len(ps) != 2 || ps[0].Stock != 5 || ps[1].ID != "b" {
 		t.Fatalf("after two puts: %+v, want a with 5 and b", ps)
 	}
-	if n := repo.calls["Products"]; n != 2 {
+	if n := repo.Calls("Products"); n != 2 {
 		t.Fatalf("%d list queries, want 2", n)
 	}
 }
@@ -105,9 +109,12 @@ func TestPutProductRefreshesTheList(t *testing.T) {
 // An order is only ever its buyer's: anyone else is told it does not
 // exist.
 func TestOrderIsOnlyItsBuyers(t *testing.T) {
-	repo := newMemRepo()
-	repo.orders["o-1"] = order.Order{ID: "o-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1}
-	svc := newService(t, &memTokens{}, repo, nil, order.Limits{})
+	repo := stocked(t)
+	if _, err := repo.PlaceOrder(context.Background(), order.Order{ID: "o-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, EntryTokenID: "tok-1"},
+		func(o order.Order) order.Event { return order.Created{Order: o} }); err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, ordertest.NewTokens(), repo, nil, order.Limits{})
 	for _, tc := range []struct {
 		user, id string
 		found    bool

@@ -1,0 +1,66 @@
+package arch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testSupport tells the workspace's test-support packages: the fakes of
+// the domain's ports with their contract suites (ordertest, restoretest,
+// streamtest), authtest and testenv. They import package testing, and
+// some of them the real servers' clients; only tests may import them.
+func testSupport(path string) bool {
+	return strings.HasSuffix(path, "test") || path == mod+"pkg/testenv"
+}
+
+// TestTestSupportOnlyInTests fails when a package's non-test files import
+// a test-support package (a binary would then link package testing and
+// the fakes). Test-support packages may import each other.
+func TestTestSupportOnlyInTests(t *testing.T) {
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Error", mod+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s...: %v\n%s(run it inside the workspace of go.work)", mod, err, stderr.String())
+	}
+	var support []string
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkgInfo
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		if p.Error != nil {
+			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
+		}
+		if testSupport(p.ImportPath) {
+			support = append(support, strings.TrimPrefix(p.ImportPath, mod))
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, mod) && testSupport(imp) {
+				t.Errorf("%s imports the test-support package %s outside its tests", strings.TrimPrefix(p.ImportPath, mod), strings.TrimPrefix(imp, mod))
+			}
+		}
+	}
+	// The rule must see the packages it is about.
+	for _, want := range []string{
+		"services/order-service/internal/order/ordertest",
+		"services/admission-dispatcher/internal/restore/restoretest",
+		"services/notification-service/internal/stream/streamtest",
+		"pkg/testenv",
+	} {
+		if !slices.Contains(support, want) {
+			t.Errorf("go list did not list the test-support package %s (found %v)", want, support)
+		}
+	}
+}
