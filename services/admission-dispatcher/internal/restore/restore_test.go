@@ -17,8 +17,9 @@ import (
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore/restoretest"
 )
 
-// consumedStore returns a store where user-1's token tok-1 in queue sale
-// was consumed by the attempt ord-1 and lives ttl from now.
+// consumedStore returns a store where user's token tok-1 (secret
+// "secret") in queue q was consumed by the attempt ord-1 and expires ttl
+// from now.
 func consumedStore(t *testing.T, q, user string, ttl time.Duration) *restoretest.Store {
 	t.Helper()
 	s := restoretest.NewStore()

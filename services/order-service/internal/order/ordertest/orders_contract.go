@@ -1,0 +1,294 @@
+package ordertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+// RunOrdersContract states what the order path relies on from order.Orders:
+// an order takes its product's stock or fails whole (sold out, no such
+// product, its entry token or Idempotency-Key used), its event is stored
+// with it, and the outbox keeps one event per id.
+func RunOrdersContract(t *testing.T, newRepo NewRepoFunc) {
+	runRepoCases(t, newRepo, []repoCase{
+		{"PlaceOrderTakesStockAndStoresOrderAndEvent", placeTakesStock},
+		{"SoldOutWhenTheStockIsShort", soldOut},
+		{"ProductMustBeInTheQueue", productNotFound},
+		{"AnEntryTokenOrdersOnce", duplicateToken},
+		{"AnIdempotencyKeyOrdersOncePerUser", duplicateKey},
+		{"QuantityBelowOneIsRefused", quantityBelowOne},
+		{"AddEventKeepsOneEventPerID", addEventOnce},
+		{"UnknownOrdersAreNotFound", unknownOrders},
+		{"ConcurrentOrdersNeverOversell", concurrentOrders},
+	})
+}
+
+func stockOf(t *testing.T, r order.Repo, q, id string) int {
+	t.Helper()
+	ps, err := r.Products(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.ID == id {
+			return p.Stock
+		}
+	}
+	t.Fatalf("product %s is not listed in %s: %+v", id, q, ps)
+	return 0
+}
+
+func created(o order.Order) order.Event { return order.Created{Order: o} }
+
+// attempt is an order of qty of product in queue q by user with token.
+func attempt(q, product, user, token string, qty int) order.Order {
+	return order.Order{QueueID: q, ProductID: product, UserID: user, EntryTokenID: token, Quantity: qty, Status: order.StatusCreated}
+}
+
+// sameOrder compares orders, their times by instant.
+func sameOrder(a, b order.Order) bool {
+	ta, tb := a.CreatedAt, b.CreatedAt
+	a.CreatedAt, b.CreatedAt = time.Time{}, time.Time{}
+	return a == b && ta.Equal(tb)
+}
+
+// nothingStoredFor checks that no order and no OrderCreated exist for a
+// failed attempt with id.
+func nothingStoredFor(t *testing.T, r order.Repo, id, token string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.Order(ctx, id); !errors.Is(err, order.ErrOrderNotFound) {
+		t.Fatalf("order %s after a failed attempt: %v, want ErrOrderNotFound", id, err)
+	}
+	if o, found, err := r.OrderByToken(ctx, token); err != nil || found {
+		t.Fatalf("order by token %s after a failed attempt: %+v %v %v, want none", token, o, found, err)
+	}
+	// The outbox takes the event id: nothing was written under it.
+	if added, err := r.AddEvent(ctx, created(order.Order{ID: id, QueueID: "sale", UserID: "u", ProductID: "p", EntryTokenID: token, Quantity: 1})); err != nil || !added {
+		t.Fatalf("add the attempt's OrderCreated: %v %v, want added (none was stored)", added, err)
+	}
+}
+
+func placeTakesStock(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	for _, tc := range []struct {
+		name, id string
+		qty      int
+		left     int
+	}{
+		{"with the order's id", "order-given", 2, 3},
+		{"without an id: one is made", "", 3, 0},
+	} {
+		o := attempt("sale", "sku-1", "alice", "tok-"+tc.name, tc.qty)
+		o.ID = tc.id
+		var built []order.Order
+		before := time.Now().Add(-time.Second)
+		stored, err := r.PlaceOrder(ctx, o, func(s order.Order) order.Event {
+			built = append(built, s)
+			return created(s)
+		})
+		after := time.Now().Add(time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want := o
+		want.ID, want.CreatedAt = stored.ID, stored.CreatedAt
+		if stored != want || stored.ID == "" || (tc.id != "" && stored.ID != tc.id) ||
+			stored.CreatedAt.Before(before) || stored.CreatedAt.After(after) {
+			t.Fatalf("%s: stored %+v, want %+v with an id and a creation time of now", tc.name, stored, o)
+		}
+		if len(built) != 1 || !sameOrder(built[0], stored) {
+			t.Fatalf("%s: the event was built from %+v, want once from the stored %+v", tc.name, built, stored)
+		}
+		if left := stockOf(t, r, "sale", "sku-1"); left != tc.left {
+			t.Fatalf("%s: stock %d, want %d", tc.name, left, tc.left)
+		}
+		if got, err := r.Order(ctx, stored.ID); err != nil || !sameOrder(got, stored) {
+			t.Fatalf("%s: Order = %+v %v, want %+v", tc.name, got, err, stored)
+		}
+		if got, found, err := r.OrderByToken(ctx, o.EntryTokenID); err != nil || !found || !sameOrder(got, stored) {
+			t.Fatalf("%s: OrderByToken = %+v %v %v, want %+v", tc.name, got, found, err, stored)
+		}
+		// The event went in with the order: its id is taken.
+		if added, err := r.AddEvent(ctx, created(stored)); err != nil || added {
+			t.Fatalf("%s: add the order's OrderCreated again: %v %v, want not added", tc.name, added, err)
+		}
+	}
+}
+
+func soldOut(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 1)
+	for i, tc := range []struct {
+		qty     int
+		soldOut bool
+		left    int
+	}{
+		{2, true, 1},  // more than there is
+		{1, false, 0}, // the last one
+		{1, true, 0},  // none left
+	} {
+		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), tc.qty)
+		o.ID = fmt.Sprintf("order-%d", i)
+		_, err := r.PlaceOrder(ctx, o, created)
+		if errors.Is(err, order.ErrSoldOut) != tc.soldOut || (!tc.soldOut && err != nil) {
+			t.Fatalf("order %d of %d: %v, want sold out %v", i, tc.qty, err, tc.soldOut)
+		}
+		if left := stockOf(t, r, "sale", "sku-1"); left != tc.left {
+			t.Fatalf("after order %d: stock %d, want %d", i, left, tc.left)
+		}
+		if tc.soldOut {
+			nothingStoredFor(t, r, o.ID, o.EntryTokenID)
+		}
+	}
+}
+
+func productNotFound(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	for i, o := range []order.Order{
+		attempt("other", "sku-1", "alice", "tok-0", 1), // its id, another queue
+		attempt("sale", "sku-2", "alice", "tok-1", 1),  // no such product
+	} {
+		o.ID = fmt.Sprintf("order-%d", i)
+		if _, err := r.PlaceOrder(ctx, o, created); !errors.Is(err, order.ErrProductNotFound) {
+			t.Fatalf("order %s of %s in %s: %v, want ErrProductNotFound", o.ID, o.ProductID, o.QueueID, err)
+		}
+		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
+	}
+	if left := stockOf(t, r, "sale", "sku-1"); left != 5 {
+		t.Fatalf("stock %d, want 5", left)
+	}
+}
+
+func duplicateToken(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	first, err := r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", "tok-1", 1), created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := attempt("sale", "sku-1", "bob", "tok-1", 1)
+	again.ID = "order-again"
+	if _, err := r.PlaceOrder(ctx, again, created); !errors.Is(err, order.ErrDuplicateToken) {
+		t.Fatalf("second order with the token: %v, want ErrDuplicateToken", err)
+	}
+	if left := stockOf(t, r, "sale", "sku-1"); left != 4 {
+		t.Fatalf("stock %d, want 4 (one order)", left)
+	}
+	if _, err := r.Order(ctx, again.ID); !errors.Is(err, order.ErrOrderNotFound) {
+		t.Fatalf("the refused order: %v, want ErrOrderNotFound", err)
+	}
+	if got, found, err := r.OrderByToken(ctx, "tok-1"); err != nil || !found || got.ID != first.ID {
+		t.Fatalf("order by token: %+v %v %v, want the first", got, found, err)
+	}
+}
+
+func duplicateKey(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	for i, tc := range []struct {
+		user     string
+		refused  bool
+		stockNow int
+	}{
+		{"alice", false, 4},
+		{"alice", true, 4}, // her key again, another token
+		{"bob", false, 3},  // the same key is bob's own
+	} {
+		o := attempt("sale", "sku-1", tc.user, fmt.Sprintf("tok-%d", i), 1)
+		o.ID, o.IdempotencyKey = fmt.Sprintf("order-%d", i), "key-1"
+		_, err := r.PlaceOrder(ctx, o, created)
+		if errors.Is(err, order.ErrIdempotencyInProgress) != tc.refused || (!tc.refused && err != nil) {
+			t.Fatalf("order %d by %s: %v, want refused %v", i, tc.user, err, tc.refused)
+		}
+		if left := stockOf(t, r, "sale", "sku-1"); left != tc.stockNow {
+			t.Fatalf("after order %d: stock %d, want %d", i, left, tc.stockNow)
+		}
+	}
+}
+
+func quantityBelowOne(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	for _, qty := range []int{0, -3} {
+		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", qty), qty)
+		o.ID = fmt.Sprintf("order-%d", -qty)
+		if _, err := r.PlaceOrder(ctx, o, created); err == nil {
+			t.Fatalf("quantity %d placed", qty)
+		}
+		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
+	}
+	if left := stockOf(t, r, "sale", "sku-1"); left != 5 {
+		t.Fatalf("stock %d, want 5", left)
+	}
+}
+
+func addEventOnce(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	at := time.Now().UTC()
+	failed := order.Failed{QueueID: "sale", UserID: "alice", TokenID: "tok-1", OrderID: "order-1",
+		Reason: order.ReasonAbandoned, Restorable: true, RemainingTTL: time.Minute, At: at}
+	other := failed
+	other.OrderID = "order-2"
+	for _, step := range []struct {
+		name string
+		e    order.Event
+		want bool
+	}{
+		{"an event", failed, true},
+		{"the same event again", failed, false},
+		{"the same id, told differently", order.Failed{QueueID: "sale", UserID: "alice", TokenID: "tok-1", OrderID: "order-1", Reason: order.ReasonTimeout, At: at}, false},
+		{"another attempt's event", other, true},
+	} {
+		added, err := r.AddEvent(ctx, step.e)
+		if err != nil || added != step.want {
+			t.Fatalf("%s: added %v %v, want %v", step.name, added, err, step.want)
+		}
+	}
+}
+
+func unknownOrders(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	if o, err := r.Order(ctx, "order-none"); !errors.Is(err, order.ErrOrderNotFound) || o != (order.Order{}) {
+		t.Fatalf("Order of an unknown id: %+v %v, want ErrOrderNotFound", o, err)
+	}
+	if o, found, err := r.OrderByToken(ctx, "tok-none"); err != nil || found || o != (order.Order{}) {
+		t.Fatalf("OrderByToken of an unknown token: %+v %v %v, want none", o, found, err)
+	}
+}
+
+func concurrentOrders(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	const n = 20
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", fmt.Sprintf("user-%d", i), fmt.Sprintf("tok-%d", i), 1), created)
+		})
+	}
+	wg.Wait()
+	placed, sold := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			placed++
+		case errors.Is(err, order.ErrSoldOut):
+			sold++
+		default:
+			t.Errorf("order %d: %v", i, err)
+		}
+	}
+	if placed != 5 || sold != n-5 || stockOf(t, r, "sale", "sku-1") != 0 {
+		t.Fatalf("%d placed, %d sold out, stock %d; want 5, %d, 0", placed, sold, stockOf(t, r, "sale", "sku-1"), n-5)
+	}
+}
