@@ -17,10 +17,18 @@ type Store interface {
 	Restore(ctx context.Context, q, user, tokenID, orderID string, restorable bool) (queue.RestoreOutcome, error)
 }
 
-// Recorder counts outcomes; wire's Prometheus metrics implement it.
-type Recorder interface {
+// Metrics observes the handled failures; wire implements it with
+// Prometheus series. It is called from the consumer's goroutines and must
+// not block.
+type Metrics interface {
+	// Restored: a failure of q was handled, to outcome o.
 	Restored(q string, o queue.RestoreOutcome)
 }
+
+// nopMetrics records nothing: the Handler's Metrics when given none.
+type nopMetrics struct{}
+
+func (nopMetrics) Restored(string, queue.RestoreOutcome) {}
 
 // Failure is one failed order, as an OrderFailed event tells it.
 type Failure struct {
@@ -50,7 +58,7 @@ const (
 // Handler restores the tokens of failed orders.
 type Handler struct {
 	store Store
-	rec   Recorder
+	m     Metrics
 	log   *slog.Logger
 	// unavailableFor is how long a failure is held, retrying, while Redis
 	// is down, before it goes back to the queue: an outage should delay
@@ -58,9 +66,12 @@ type Handler struct {
 	unavailableFor time.Duration
 }
 
-// NewHandler returns a Handler.
-func NewHandler(store Store, rec Recorder, log *slog.Logger) *Handler {
-	return &Handler{store: store, rec: rec, log: log, unavailableFor: 30 * time.Second}
+// NewHandler returns a Handler; a nil m records nothing.
+func NewHandler(store Store, m Metrics, log *slog.Logger) *Handler {
+	if m == nil {
+		m = nopMetrics{}
+	}
+	return &Handler{store: store, m: m, log: log, unavailableFor: 30 * time.Second}
 }
 
 // Handle restores the token of one failed order. Redelivery is normal: the
@@ -75,7 +86,7 @@ func (h *Handler) Handle(ctx context.Context, f Failure) Result {
 	for {
 		out, err := h.store.Restore(ctx, f.QueueID, f.UserID, f.TokenID, f.OrderID, f.Restorable)
 		if err == nil {
-			h.rec.Restored(f.QueueID, out)
+			h.m.Restored(f.QueueID, out)
 			h.log.Info("order failure handled", "queue", f.QueueID, "token", f.TokenID, "order", f.OrderID,
 				"reason", f.Reason, "restorable", f.Restorable, "outcome", out, "redelivery", f.Redelivery)
 			return Done

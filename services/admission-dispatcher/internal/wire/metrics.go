@@ -7,17 +7,21 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
 )
 
 // metrics are the dispatcher's Prometheus series: dispatch.Metrics for the
-// Dispatcher, restore.Recorder for the OrderFailed handler.
+// Dispatcher, restore.Metrics for the OrderFailed handler.
 type metrics struct {
 	issued, expired, restored, published *prometheus.CounterVec
 	tick                                 prometheus.Histogram
 	leader, backlog, held                *prometheus.GaugeVec
 }
 
-var _ dispatch.Metrics = (*metrics)(nil)
+var (
+	_ dispatch.Metrics = (*metrics)(nil)
+	_ restore.Metrics  = (*metrics)(nil)
+)
 
 // newMetrics registers the series with reg.
 func newMetrics(reg prometheus.Registerer) *metrics {

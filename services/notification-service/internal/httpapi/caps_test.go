@@ -19,6 +19,7 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/wire"
 )
 
 // capped is a stream server behind a trusted proxy on loopback, which
@@ -28,7 +29,7 @@ type capped struct {
 	reg *prometheus.Registry
 }
 
-func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m *httpapi.Metrics) *capped {
+func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m stream.Metrics) *capped {
 	t.Helper()
 	ver, err := auth.NewVerifier(secret)
 	if err != nil {
@@ -37,13 +38,12 @@ func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m *http
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	pos := &positions{admitted: map[string]*queue.Token{}}
 	svc := stream.New(h, pos, log, m, stream.Options{Heartbeat: time.Second, PositionEvery: time.Hour, WriteTimeout: 2 * time.Second})
-	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg,
+	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: reg,
 		Health: httpserver.NewHealth(nil), TrustedProxies: []string{"127.0.0.1/32"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpapi.Register(e, ver, svc)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewServer(api)
 	t.Cleanup(func() { h.CloseAll(); srv.Close() })
 	return &capped{server: &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}, reg: reg}
 }
@@ -115,9 +115,8 @@ func (s *capped) rejected(t *testing.T, reason string) float64 {
 func TestPerIPStreamCapCountsAnIPv6ClientByItsSlash64(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *httpapi.Metrics
-	h := hub.New(8, 3, func(r string) { m.Dropped(r) })
-	m = httpapi.NewMetrics(reg, h)
+	h := hub.New(8, 3)
+	m := wire.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -146,9 +145,8 @@ func TestPerIPStreamCapCountsAnIPv6ClientByItsSlash64(t *testing.T) {
 func TestPerIPStreamCapAtTheConfiguredIPv6Prefix(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *httpapi.Metrics
-	h := hub.New(8, 2, func(r string) { m.Dropped(r) }, hub.IPv6Prefix(48))
-	m = httpapi.NewMetrics(reg, h)
+	h := hub.New(8, 2, hub.IPv6Prefix(48))
+	m := wire.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -165,9 +163,8 @@ func TestPerIPStreamCapAtTheConfiguredIPv6Prefix(t *testing.T) {
 func TestPerUserStreamCap(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	var m *httpapi.Metrics
-	h := hub.New(8, 20, func(r string) { m.Dropped(r) }, hub.MaxPerUser(3))
-	m = httpapi.NewMetrics(reg, h)
+	h := hub.New(8, 20, hub.MaxPerUser(3))
+	m := wire.NewMetrics(reg, h)
 	s := newCappedServer(t, h, reg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

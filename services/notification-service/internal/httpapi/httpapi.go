@@ -4,8 +4,11 @@ package httpapi
 
 import (
 	_ "embed"
+	"errors"
+	"log/slog"
+	"net/http"
 
-	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
@@ -17,9 +20,36 @@ import (
 //go:embed openapi.yaml
 var OpenAPI []byte
 
-// Register adds the service's routes to e.
-func Register(e *gin.Engine, ver *auth.Verifier, svc *stream.Service) {
-	h := &streams{svc: svc, o: svc.Options()}
-	e.GET("/api/v1/queues/:queueId/events", ver.Middleware(true), h.handle)
+// Options are the handler's dependencies.
+type Options struct {
+	// Service runs the streams: the handler reaches the hub and the
+	// position store only through it.
+	Service  *stream.Service
+	Verifier *auth.Verifier
+	Log      *slog.Logger
+	Registry *prometheus.Registry
+	Health   *httpserver.Health
+	// TrustedProxies are CIDRs whose X-Forwarded-For is believed (the
+	// per-address stream cap counts the client behind them).
+	TrustedProxies []string
+	// CORSOrigins may open a stream from a browser.
+	CORSOrigins []string
+}
+
+// New returns the notification-service's routes.
+func New(o Options) (http.Handler, error) {
+	if o.Service == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
+		return nil, errors.New("httpapi: service, verifier, log, registry and health are required")
+	}
+	e, err := httpserver.NewEngine(httpserver.EngineOptions{
+		Service: "notification-service", Log: o.Log, Registry: o.Registry, Health: o.Health,
+		TrustedProxies: o.TrustedProxies, CORSOrigins: o.CORSOrigins,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &streams{svc: o.Service, o: o.Service.Options()}
+	e.GET("/api/v1/queues/:queueId/events", o.Verifier.Middleware(true), h.handle)
 	httpserver.ServeOpenAPI(e, OpenAPI)
+	return e, nil
 }

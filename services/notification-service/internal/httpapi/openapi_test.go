@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -17,18 +18,17 @@ import (
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
+	ver, _ := auth.NewVerifier("openapi-test-secret-0123456789abcdef")
+	h, err := New(Options{Service: stream.New(hub.New(1, 0), nil, log, nil, stream.Options{}), Verifier: ver, Log: log, Registry: reg,
+		Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ver, _ := auth.NewVerifier("openapi-test-secret-0123456789abcdef")
-	h := hub.New(1, 0, nil)
-	Register(e, ver, stream.New(h, nil, log, NewMetrics(reg, h), stream.Options{}))
 	ops, err := httpserver.OperationsOf(OpenAPI)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if routes := httpserver.RoutesOf(e); !slices.Equal(routes, ops) || len(routes) != 4 {
+	if routes := httpserver.RoutesOf(h.(*gin.Engine)); !slices.Equal(routes, ops) || len(routes) != 4 {
 		t.Fatalf("routes and OpenAPI operations differ:\nroutes:  %v\nopenapi: %v", routes, ops)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/wire"
 )
 
 // askedPositions is the fixed store, remembering whom it was asked about:
@@ -65,16 +66,15 @@ func FuzzStreamRequest(f *testing.F) {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	h := hub.New(16, 0, nil)
+	h := hub.New(16, 0)
 	pos := &askedPositions{positions: &positions{admitted: map[string]*queue.Token{
 		"alice": {Secret: "s", ID: "tok-alice", ActivateAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)},
 	}}}
-	svc := stream.New(h, pos, log, httpapi.NewMetrics(reg, h), stream.Options{Heartbeat: time.Hour, PositionEvery: time.Hour})
-	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
+	svc := stream.New(h, pos, log, wire.NewMetrics(reg, h), stream.Options{Heartbeat: time.Hour, PositionEvery: time.Hour})
+	e, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		f.Fatal(err)
 	}
-	httpapi.Register(e, ver, svc)
 	tokens := map[string]string{}
 	for _, u := range []string{"alice", "bob"} {
 		if tokens[u], err = ver.Mint(u, "", time.Hour); err != nil {

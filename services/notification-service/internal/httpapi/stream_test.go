@@ -24,6 +24,7 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/wire"
 )
 
 const secret = "stream-test-secret-0123456789abcdef-xyz"
@@ -70,17 +71,14 @@ func newServer(t *testing.T, buffer, perIP int) *server {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	var m *httpapi.Metrics
-	h := hub.New(buffer, perIP, func(r string) { m.Dropped(r) })
-	m = httpapi.NewMetrics(reg, h)
+	h := hub.New(buffer, perIP)
 	pos := &positions{admitted: map[string]*queue.Token{}}
-	svc := stream.New(h, pos, log, m, stream.Options{Heartbeat: time.Second, PositionEvery: time.Hour, WriteTimeout: 2 * time.Second})
-	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "notification-service", Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
+	svc := stream.New(h, pos, log, wire.NewMetrics(reg, h), stream.Options{Heartbeat: time.Second, PositionEvery: time.Hour, WriteTimeout: 2 * time.Second})
+	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: reg, Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpapi.Register(e, ver, svc)
-	srv := httptest.NewServer(e)
+	srv := httptest.NewServer(api)
 	t.Cleanup(func() { h.CloseAll(); srv.Close() })
 	return &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}
 }

@@ -1,6 +1,7 @@
 // Package hub keeps the open event streams of this replica, indexed by queue
-// and user, and hands each stream its messages without ever blocking on a
-// slow one: a stream whose buffer is full is dropped, the others go on.
+// and user, and offers each stream its messages without ever blocking on a
+// slow one (Offer): the stream service drops a stream whose buffer is full,
+// and the others go on.
 package hub
 
 import (
@@ -67,7 +68,6 @@ type Hub struct {
 	maxPerIP   int
 	maxPerUser int
 	ipv6Bits   int
-	onDrop     func(reason string)
 
 	mu      sync.RWMutex
 	streams map[key]map[*Stream]struct{}
@@ -91,16 +91,12 @@ func IPv6Prefix(bits int) Option { return func(h *Hub) { h.ipv6Bits = bits } }
 
 // New returns a hub whose streams buffer up to buffer messages, allowing at
 // most maxPerIP streams per client address (0: no cap), an IPv6 client
-// counted by its prefix. onDrop, if set, is told why each dropped stream
-// went.
-func New(buffer, maxPerIP int, onDrop func(reason string), opts ...Option) *Hub {
+// counted by its prefix.
+func New(buffer, maxPerIP int, opts ...Option) *Hub {
 	if buffer < 1 {
 		buffer = 16
 	}
-	if onDrop == nil {
-		onDrop = func(string) {}
-	}
-	h := &Hub{buffer: buffer, maxPerIP: maxPerIP, ipv6Bits: clientkey.DefaultIPv6Prefix, onDrop: onDrop,
+	h := &Hub{buffer: buffer, maxPerIP: maxPerIP, ipv6Bits: clientkey.DefaultIPv6Prefix,
 		streams: map[key]map[*Stream]struct{}{}, perIP: map[string]int{}, perUser: map[string]int{}}
 	for _, o := range opts {
 		o(h)
@@ -162,28 +158,6 @@ func (h *Hub) Len() int {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.total
-}
-
-// Send offers m to every stream of (queue, user) and reports how many took
-// it. A stream whose buffer is full is dropped: it is not reading, and
-// waiting for it would delay everybody else.
-func (h *Hub) Send(queue, user string, m Message) int {
-	h.mu.RLock()
-	targets := make([]*Stream, 0, len(h.streams[key{queue, user}]))
-	for s := range h.streams[key{queue, user}] {
-		targets = append(targets, s)
-	}
-	h.mu.RUnlock()
-	n := 0
-	for _, s := range targets {
-		if Offer(s, m) {
-			n++
-		} else {
-			h.onDrop("slow")
-			h.Close(s)
-		}
-	}
-	return n
 }
 
 // Offer puts m on s without blocking; false when the buffer is full.

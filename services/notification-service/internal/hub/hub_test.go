@@ -12,7 +12,7 @@ import (
 // Fifty concurrent opens of one user over five queues: exactly the cap gets
 // a stream, and closing them frees the user's budget again.
 func TestUserCapHoldsUnderConcurrentOpens(t *testing.T) {
-	h := hub.New(4, 0, nil, hub.MaxPerUser(3))
+	h := hub.New(4, 0, hub.MaxPerUser(3))
 	const n = 50
 	streams := make([]*hub.Stream, n)
 	errs := make([]error, n)
@@ -69,7 +69,7 @@ func TestIPCapCountsByClientKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := hub.New(4, 2, nil, tt.opts...)
+			h := hub.New(4, 2, tt.opts...)
 			open := 0
 			var last *hub.Stream
 			for i, a := range tt.addrs {

@@ -47,6 +47,9 @@ func (s *Service) positions(ctx context.Context, q string, users []string) {
 		if st.State == queue.Admitted && st.Token != nil {
 			s.Admitted(q, user, st.Token.ID, st.Token.ActivateAt, st.Token.ExpiresAt, at)
 		}
-		s.hub.Send(q, user, positionMessage(st, at))
+		m := positionMessage(st, at)
+		for _, hs := range s.hub.Streams(q, user) {
+			s.offer(hs, m)
+		}
 	}
 }

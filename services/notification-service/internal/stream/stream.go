@@ -21,9 +21,10 @@ type Positions interface {
 	PositionMany(ctx context.Context, q string, users []string) (map[string]queue.Standing, error)
 }
 
-// Recorder counts what happens to streams; httpapi.Metrics implements it
-// with Prometheus.
-type Recorder interface {
+// Metrics observes what happens to streams; wire implements it with
+// Prometheus series. Its methods are called from many streams at once and
+// must not block.
+type Metrics interface {
 	// Delivered: a live message of this event was written to a stream.
 	Delivered(event string)
 	// Lag: from the event's time to its write on the stream.
@@ -68,28 +69,29 @@ type Service struct {
 	hub *hub.Hub
 	pos Positions
 	log *slog.Logger
-	rec Recorder
+	m   Metrics
 	o   Options
 }
 
-// New returns a Service; a nil rec counts nothing.
-func New(h *hub.Hub, pos Positions, log *slog.Logger, rec Recorder, o Options) *Service {
+// New returns a Service; a nil m records nothing.
+func New(h *hub.Hub, pos Positions, log *slog.Logger, m Metrics, o Options) *Service {
 	o.defaults()
-	if rec == nil {
-		rec = nopRecorder{}
+	if m == nil {
+		m = nopMetrics{}
 	}
-	return &Service{hub: h, pos: pos, log: log, rec: rec, o: o}
+	return &Service{hub: h, pos: pos, log: log, m: m, o: o}
 }
 
 // Options are the service's options, defaults filled in.
 func (s *Service) Options() Options { return s.o }
 
-type nopRecorder struct{}
+// nopMetrics records nothing: the Service's Metrics when given none.
+type nopMetrics struct{}
 
-func (nopRecorder) Delivered(string)          {}
-func (nopRecorder) Lag(string, time.Duration) {}
-func (nopRecorder) Dropped(string)            {}
-func (nopRecorder) Rejected(string)           {}
+func (nopMetrics) Delivered(string)          {}
+func (nopMetrics) Lag(string, time.Duration) {}
+func (nopMetrics) Dropped(string)            {}
+func (nopMetrics) Rejected(string)           {}
 
 // admission is the data of an "admitted" event. The secret is not in it:
 // the page fetches it from the gateway's position call, so it never crosses
@@ -121,12 +123,18 @@ func positionMessage(st queue.Standing, at time.Time) hub.Message {
 func (s *Service) Admitted(q, user, tokenID string, activateAt, expiresAt, at time.Time) {
 	m := admittedMessage(q, tokenID, activateAt, expiresAt, at)
 	for _, st := range s.hub.Streams(q, user) {
-		if !st.MarkAdmitted(tokenID) {
-			continue
+		if st.MarkAdmitted(tokenID) {
+			s.offer(st, m)
 		}
-		if !hub.Offer(st, m) {
-			s.rec.Dropped("slow")
-			s.hub.Close(st)
-		}
+	}
+}
+
+// offer puts m on st without blocking. A stream whose buffer is full is
+// dropped, and counted: it is not reading, and waiting for it would delay
+// everybody else.
+func (s *Service) offer(st *hub.Stream, m hub.Message) {
+	if !hub.Offer(st, m) {
+		s.m.Dropped("slow")
+		s.hub.Close(st)
 	}
 }

@@ -51,7 +51,7 @@ type Subscription struct {
 func (s *Service) Subscribe(ctx context.Context, r Request) (*Subscription, error) {
 	sub, err := s.subscribe(ctx, r)
 	if err != nil {
-		s.rec.Rejected(reason(err))
+		s.m.Rejected(reason(err))
 	}
 	return sub, err
 }
@@ -106,15 +106,15 @@ func reason(err error) string {
 
 // Delivered counts a live message written to the client.
 func (sub *Subscription) Delivered(m hub.Message) {
-	sub.svc.rec.Delivered(m.Event)
+	sub.svc.m.Delivered(m.Event)
 	if !m.At.IsZero() {
-		sub.svc.rec.Lag(m.Event, time.Since(m.At))
+		sub.svc.m.Lag(m.Event, time.Since(m.At))
 	}
 }
 
 // WriteFailed counts the stream as dropped: the client's socket did not
 // take a write.
-func (sub *Subscription) WriteFailed() { sub.svc.rec.Dropped("write") }
+func (sub *Subscription) WriteFailed() { sub.svc.m.Dropped("write") }
 
 // Close unregisters the stream.
 func (sub *Subscription) Close() { sub.svc.hub.Close(sub.st) }

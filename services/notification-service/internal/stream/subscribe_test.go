@@ -35,7 +35,7 @@ func newFixture(buffer int) *fixture {
 			pos.Enter(q, u)
 		}
 	}
-	h := hub.New(buffer, 2, rec.Dropped, hub.MaxPerUser(2))
+	h := hub.New(buffer, 2, hub.MaxPerUser(2))
 	return &fixture{svc: New(h, pos, slog.New(slog.NewTextHandler(io.Discard, nil)), rec, Options{}), hub: h, pos: pos, rec: rec}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
@@ -40,24 +39,18 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		return nil, err
 	}
 
-	var m *httpapi.Metrics
-	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, func(reason string) { m.Dropped(reason) },
-		hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
-	m = httpapi.NewMetrics(b.Registry, h)
-	svc := stream.New(h, store, log, m, stream.Options{
+	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
+	svc := stream.New(h, store, log, NewMetrics(b.Registry, h), stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
 	})
-	e, err := httpserver.NewEngine(httpserver.EngineOptions{
-		Service: "notification-service", Log: log, Registry: b.Registry, Health: b.Health(),
-		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins,
-	})
+	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
+		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
 		return nil, err
 	}
-	httpapi.Register(e, ver, svc)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
-	w, err := b.Listen(service.Listeners{API: e, APIAddr: cfg.HTTPAddr, OpsAddr: cfg.OpsAddr, Pprof: cfg.PprofEnabled, Timeouts: cfg.HTTP})
+	w, err := b.Listen(service.Listeners{API: api, APIAddr: cfg.HTTPAddr, OpsAddr: cfg.OpsAddr, Pprof: cfg.PprofEnabled, Timeouts: cfg.HTTP})
 	if err != nil {
 		return nil, err
 	}

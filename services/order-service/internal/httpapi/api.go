@@ -32,7 +32,6 @@ type Options struct {
 type handler struct {
 	svc *order.Service
 	log *slog.Logger
-	m   *metrics
 }
 
 // New returns the order-service's routes.
@@ -46,7 +45,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, log: o.Log, m: newMetrics(o.Registry)}
+	h := &handler{svc: o.Service, log: o.Log}
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
 	api.POST("/orders", user, h.placeOrder)

@@ -43,13 +43,13 @@ func (h *handler) placeOrder(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	req, bad := h.decodeOrder(c)
 	if bad != nil {
-		h.m.order("invalid")
+		h.svc.Malformed()
 		problem.Write(c.Writer, c.Request, bad)
 		return
 	}
 	key := c.GetHeader("Idempotency-Key")
 	if key != "" && !validIdempotencyKey(key) {
-		h.m.order("invalid")
+		h.svc.Malformed()
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeValidation,
 			"Idempotency-Key must be 1 to 255 printable ASCII characters"))
 		return
@@ -63,7 +63,6 @@ func (h *handler) placeOrder(c *gin.Context) {
 	case err != nil:
 		h.fail(c, err)
 	case replayed:
-		h.m.order("replayed")
 		c.Header("Idempotent-Replayed", "true")
 		h.write(c, ans)
 	default:
@@ -73,7 +72,7 @@ func (h *handler) placeOrder(c *gin.Context) {
 
 // render is an order request's answer: the created order (201, with its
 // Location), or the problem for err (with Retry-After when it has one).
-// It sets those headers and counts the outcome; write sends the answer.
+// It sets those headers; write sends the answer.
 func (h *handler) render(c *gin.Context, o order.Order, err error) order.StoredAnswer {
 	if err != nil {
 		prob := h.problemFor(c, err)
@@ -83,12 +82,10 @@ func (h *handler) render(c *gin.Context, o order.Order, err error) order.StoredA
 		}
 		prob.Instance = c.Request.URL.Path
 		body, _ := json.Marshal(prob)
-		h.m.orderResult(prob.Status, err)
 		return order.StoredAnswer{Status: prob.Status, Body: body, Done: true}
 	}
 	c.Header("Location", "/api/v1/orders/"+o.ID)
 	body, _ := json.Marshal(newOrderView(o))
-	h.m.orderResult(http.StatusCreated, nil)
 	return order.StoredAnswer{Status: http.StatusCreated, Body: body, Done: true}
 }
 

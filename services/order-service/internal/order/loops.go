@@ -20,16 +20,15 @@ type BatchPublisher interface {
 
 // RelayLoop moves the outbox to the broker until ctx ends: batches locked
 // with FOR UPDATE SKIP LOCKED, so replicas never publish one row at the same
-// time, marked sent only after the broker confirmed them. backlog, if not
-// nil, receives the unsent count after each round.
-func RelayLoop(ctx context.Context, repo RelayRepo, pub BatchPublisher, log *slog.Logger, backlog func(int64)) {
+// time, marked sent only after the broker confirmed them. m (nil: none) is
+// told the unsent count after each round.
+func RelayLoop(ctx context.Context, repo RelayRepo, pub BatchPublisher, log *slog.Logger, m Metrics) {
+	m = orNop(m)
 	pause := time.Duration(0)
 	for ctx.Err() == nil {
 		n, err := repo.RelayBatch(ctx, 200, pub.PublishEvents)
-		if backlog != nil {
-			if b, berr := repo.OutboxBacklog(ctx); berr == nil {
-				backlog(b)
-			}
+		if b, berr := repo.OutboxBacklog(ctx); berr == nil {
+			m.Backlog(b)
 		}
 		switch {
 		case err != nil:
@@ -51,8 +50,9 @@ func RelayLoop(ctx context.Context, repo RelayRepo, pub BatchPublisher, log *slo
 	}
 }
 
-// ReapLoop runs Reap every interval until ctx ends.
-func (s *Service) ReapLoop(ctx context.Context, every time.Duration, observe func(ReapResult)) {
+// ReapLoop runs Reap every interval until ctx ends; Metrics is told what
+// each pass did.
+func (s *Service) ReapLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -65,9 +65,7 @@ func (s *Service) ReapLoop(ctx context.Context, every time.Duration, observe fun
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("reaper pass", "err", err)
 		}
-		if observe != nil {
-			observe(res)
-		}
+		s.m.Reaped(res)
 	}
 }
 
@@ -91,11 +89,12 @@ type Retention struct {
 
 // PruneLoop deletes what is past retention once at start and then every
 // r.Every until ctx ends. Without it the outbox gains a row per order and
-// per failure forever. observe, if not nil, gets each pass's counts.
-func PruneLoop(ctx context.Context, repo PruneRepo, r Retention, log *slog.Logger, observe func(Pruned)) {
+// per failure forever. m (nil: none) is told each pass's counts.
+func PruneLoop(ctx context.Context, repo PruneRepo, r Retention, log *slog.Logger, m Metrics) {
 	if (r.Outbox <= 0 && r.IdempotencyKeys <= 0) || r.Every <= 0 {
 		return
 	}
+	m = orNop(m)
 	// A zero retention becomes a cut-off before any row: nothing deleted.
 	cutoff := func(now time.Time, keep time.Duration) time.Time {
 		if keep <= 0 {
@@ -114,9 +113,7 @@ func PruneLoop(ctx context.Context, repo PruneRepo, r Retention, log *slog.Logge
 		if p.Outbox+p.Idempotency > 0 {
 			log.Info("retention pass deleted old rows", "outbox", p.Outbox, "idempotency_keys", p.Idempotency)
 		}
-		if observe != nil {
-			observe(p)
-		}
+		m.Pruned(p)
 		select {
 		case <-ctx.Done():
 			return

@@ -26,8 +26,26 @@ type Render func(Order, error) StoredAnswer
 //
 // It returns the answer to give and whether it is a replay. An error means
 // no answer was rendered: ErrIdempotencyInProgress, or the failure to
-// claim the key.
+// claim the key. Every answer rendered or replayed is one request's
+// outcome for Metrics.
 func (s *Service) PlaceOnce(ctx context.Context, r PlaceRequest, key string, render Render) (StoredAnswer, bool, error) {
+	counted := func(o Order, err error) StoredAnswer {
+		s.m.Requested(requestOutcome(err))
+		return render(o, err)
+	}
+	ans, replayed, err := s.placeOnce(ctx, r, key, counted)
+	if replayed {
+		s.m.Requested(outcomeReplayed)
+	}
+	return ans, replayed, err
+}
+
+// Malformed counts an order request its port refused before PlaceOnce (a
+// body that is no order, a malformed Idempotency-Key) among the requests'
+// outcomes, as invalid.
+func (s *Service) Malformed() { s.m.Requested(outcomeInvalid) }
+
+func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, render Render) (StoredAnswer, bool, error) {
 	if err := s.Screen(ctx, r); err != nil {
 		if errors.Is(err, ErrTokenSpent) && key != "" {
 			// Its holder retrying: replay the stored answer, if any.

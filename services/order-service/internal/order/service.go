@@ -43,6 +43,9 @@ type Options struct {
 	SlotGrace time.Duration
 	// MaxQuantity bounds one order.
 	MaxQuantity int
+	// Metrics observes the requests' outcomes and the reaper; nil records
+	// nothing.
+	Metrics Metrics
 }
 
 // Service runs the order-service's use cases; every port (HTTP, the
@@ -54,6 +57,7 @@ type Service struct {
 	limits  Limits
 	catalog *productCache
 	log     *slog.Logger
+	m       Metrics
 	o       Options
 }
 
@@ -71,5 +75,5 @@ func New(tokens Tokens, repo Repo, direct DirectPublisher, limits Limits, log *s
 	if o.MaxQuantity <= 0 {
 		o.MaxQuantity = 10
 	}
-	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, o: o}, nil
+	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, m: orNop(o.Metrics), o: o}, nil
 }

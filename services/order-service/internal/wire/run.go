@@ -56,7 +56,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 	pub := publisher{pub: conn.Publisher()}
 
-	m := newServiceMetrics(b.Registry)
+	m := newMetrics(b.Registry)
 	var limits order.Limits
 	if cfg.OrderRateLimitPerQueue > 0 {
 		if limits.Queue, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
@@ -68,8 +68,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil, err
 		}
 	}
-	svc, err := order.New(countedTokens{Tokens: store, consumed: m.consumed}, timedRepo{Repo: db, tx: m.tx}, pub, limits, log,
-		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity})
+	svc, err := order.New(m.tokens(store), m.repo(db), pub, limits, log,
+		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m})
 	if err != nil {
 		return nil, err
 	}
@@ -102,23 +102,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		return nil
 	})
 	b.Group.Go("outbox relay", func(ctx context.Context) error {
-		order.RelayLoop(ctx, db, pub, log, func(n int64) { m.backlog.Set(float64(n)) })
+		order.RelayLoop(ctx, db, pub, log, m)
 		return nil
 	})
 	b.Group.Go("reaper", func(ctx context.Context) error {
-		svc.ReapLoop(ctx, cfg.ReapInterval, func(r order.ReapResult) {
-			m.reaped.WithLabelValues("settled").Add(float64(r.Settled))
-			m.reaped.WithLabelValues("abandoned").Add(float64(r.Abandoned))
-		})
+		svc.ReapLoop(ctx, cfg.ReapInterval)
 		return nil
 	})
 	// A task: with both retentions off there is nothing to prune.
 	b.Group.Task("retention", func(ctx context.Context) error {
 		order.PruneLoop(ctx, db, order.Retention{Outbox: cfg.OutboxRetention, IdempotencyKeys: cfg.IdempotencyKeyRetention,
-			Every: cfg.RetentionInterval, Batch: 1000}, log, func(p order.Pruned) {
-			m.pruned.WithLabelValues("outbox").Add(float64(p.Outbox))
-			m.pruned.WithLabelValues("idempotency").Add(float64(p.Idempotency))
-		})
+			Every: cfg.RetentionInterval, Batch: 1000}, log, m)
 		return nil
 	})
 	return w, nil

@@ -63,3 +63,17 @@ func (s *Service) Queues(ctx context.Context) ([]string, error) {
 	sort.Strings(ids)
 	return ids, nil
 }
+
+// Lengths reads how many wait in line in each known queue, for the first
+// limit queues by id: what the queue length gauge shows at a scrape, read
+// through the same store as every request.
+func (s *Service) Lengths(ctx context.Context, limit int) (map[string]int64, error) {
+	ids, err := s.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > limit {
+		ids = ids[:limit]
+	}
+	return s.store.Waiting(ctx, ids)
+}

@@ -24,6 +24,8 @@ type Store interface {
 	Close(ctx context.Context, q string) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)
 	Queues(ctx context.Context) ([]string, error)
+	// Waiting reads the line length of each of ids.
+	Waiting(ctx context.Context, ids []string) (map[string]int64, error)
 }
 
 // Input errors.
@@ -44,19 +46,26 @@ func (e *InvalidConfigError) Error() string {
 	return fmt.Sprintf("invalid queue configuration (%d bad fields)", len(e.Fields))
 }
 
-// Service runs the gateway's use cases.
+// Service runs the gateway's use cases; every port (HTTP, the queue length
+// gauge) reaches the store and the limiters only through it.
 type Service struct {
 	store  Store
 	signer *challenge.Signer
+	limits Limits
+	m      Metrics
 }
 
 // New returns a Service over store; signer issues and checks the enter
-// challenges of queues that ask for one.
-func New(store Store, signer *challenge.Signer) (*Service, error) {
+// challenges of queues that ask for one. The limits may be nil (off); a nil
+// m records nothing.
+func New(store Store, signer *challenge.Signer, limits Limits, m Metrics) (*Service, error) {
 	if store == nil || signer == nil {
 		return nil, errors.New("app: store and challenge signer are required")
 	}
-	return &Service{store: store, signer: signer}, nil
+	if m == nil {
+		m = nopMetrics{}
+	}
+	return &Service{store: store, signer: signer, limits: limits, m: m}, nil
 }
 
 func checkIDs(q, user string) error {

@@ -14,8 +14,15 @@ import (
 // challenge (X-Enter-Challenge): without one a new entrant gets
 // queue.ErrChallengeRequired; a malformed, forged, expired or unsolved one
 // is refused with an error wrapping queue.ErrChallengeFailed before the
-// store is asked, whoever the caller is.
+// store is asked, whoever the caller is. Every outcome is counted
+// (Metrics.Entered).
 func (s *Service) Enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
+	st, err := s.enter(ctx, q, user, solution)
+	s.m.Entered(outcome(st, err))
+	return st, err
+}
+
+func (s *Service) enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err
 	}
@@ -44,11 +51,22 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 	if kind != queue.ChallengeProofOfWork {
 		return challenge.Challenge{}, ErrChallengeNotRequired
 	}
-	return s.signer.Issue(q, user, int(bits))
+	ch, err := s.signer.Issue(q, user, int(bits))
+	if err == nil {
+		s.m.ChallengeIssued()
+	}
+	return ch, err
 }
 
-// Position tells user where they stand in q.
+// Position tells user where they stand in q; every outcome is counted
+// (Metrics.Positioned).
 func (s *Service) Position(ctx context.Context, q, user string) (queue.Standing, error) {
+	st, err := s.position(ctx, q, user)
+	s.m.Positioned(outcome(st, err))
+	return st, err
+}
+
+func (s *Service) position(ctx context.Context, q, user string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err
 	}

@@ -3,12 +3,10 @@
 package httpapi
 
 import (
-	"context"
 	_ "embed"
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,11 +18,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/web"
 )
 
-// Limiter limits enters per client IP. redisstore.RateLimiter implements it.
-type Limiter interface {
-	Allow(ctx context.Context, key string) (bool, time.Duration, error)
-}
-
 // Options are the handler's dependencies.
 type Options struct {
 	Service  *app.Service
@@ -32,32 +25,22 @@ type Options struct {
 	Log      *slog.Logger
 	Registry *prometheus.Registry
 	Health   *httpserver.Health
-	// EnterLimiter may be nil: no per-IP limit.
-	EnterLimiter Limiter
-	// ChallengeLimiter limits challenge requests per client IP, apart from
-	// enters (a person makes one of each); nil: no limit.
-	ChallengeLimiter Limiter
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by
 	// (clientkey.Of); 0 means clientkey.DefaultIPv6Prefix.
 	ClientIPv6Prefix int
 	// DevMode enables POST /api/v1/dev/token.
 	DevMode        bool
 	TrustedProxies []string
-	// QueueLister feeds the queue length gauge; nil disables it.
-	QueueLister QueueLister
 	// Page configures the waiting-room page (/, /q/{queueId}, /config.json,
 	// /static/); nil serves no page. Its DevMode is taken from DevMode.
 	Page *web.Config
 }
 
 type handler struct {
-	svc     *app.Service
-	ver     *auth.Verifier
-	log     *slog.Logger
-	limiter Limiter
-	chLimit Limiter
-	v6bits  int
-	m       *metrics
+	svc    *app.Service
+	ver    *auth.Verifier
+	log    *slog.Logger
+	v6bits int
 }
 
 // New returns the gateway's routes.
@@ -75,7 +58,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, limiter: o.EnterLimiter, chLimit: o.ChallengeLimiter, v6bits: o.ClientIPv6Prefix, m: newMetrics(o.Registry, o.QueueLister, o.Log)}
+	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, v6bits: o.ClientIPv6Prefix}
 
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")

@@ -35,7 +35,6 @@ func (h *handler) challenge(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.m.challenges.Inc()
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusCreated, challengeView{
 		Challenge:      ch.Value,
@@ -57,10 +56,7 @@ func powBits(cfg queue.Config) int64 {
 // limitChallenge applies the per-IP challenge limit before the token is
 // checked, as limitEnter does for enters.
 func (h *handler) limitChallenge(c *gin.Context) {
-	if h.chLimit == nil {
-		return
-	}
-	ok, retry, err := h.chLimit.Allow(c, clientkey.Of(c.ClientIP(), h.v6bits))
+	ok, retry, err := h.svc.AllowChallenge(c, clientkey.Of(c.ClientIP(), h.v6bits))
 	if err != nil {
 		h.fail(c, err)
 		return

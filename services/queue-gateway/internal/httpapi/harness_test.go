@@ -23,6 +23,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
+	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/wire"
 )
 
 const testSecret = "test-secret-0123456789abcdef-0123456789"
@@ -39,6 +40,8 @@ type harness struct {
 	reg    *prometheus.Registry // what the ops listener's /metrics serves
 	// challengeTTL is the enter challenges' lifetime (2 minutes unless set).
 	challengeTTL time.Duration
+	// limits are the service's per-client limits (none unless set).
+	limits app.Limits
 }
 
 type harnessOption func(*httpapi.Options, *harness)
@@ -84,10 +87,12 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.Service, err = app.New(h.store, signer); err != nil {
+	// The service's metrics as wire registers them, on the registry the
+	// tests read.
+	if o.Service, err = app.New(h.store, signer, h.limits, wire.NewMetrics(o.Registry)); err != nil {
 		t.Fatal(err)
 	}
-	o.QueueLister = h.store
+	wire.RegisterQueueLengths(o.Registry, o.Service, o.Log)
 	h.reg = o.Registry
 	o.Health = httpserver.NewHealth(map[string]httpserver.Check{"redis": h.store.Ping})
 	if h.h, err = httpapi.New(o); err != nil {

@@ -21,7 +21,7 @@ func behindProxy(perSec int, opts ...harnessOption) harnessOption {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		o.EnterLimiter = lim
+		h.limits.Enter = lim
 		o.TrustedProxies = []string{"127.0.0.1/32"}
 		for _, opt := range opts {
 			opt(o, h)

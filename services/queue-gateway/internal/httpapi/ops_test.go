@@ -71,7 +71,7 @@ func TestEnterIsRateLimitedPerClientIP(t *testing.T) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		o.EnterLimiter = lim
+		h.limits.Enter = lim
 		o.TrustedProxies = []string{"127.0.0.1/32"}
 	})
 	q := h.newQueue(nil)

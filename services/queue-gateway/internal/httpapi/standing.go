@@ -23,7 +23,6 @@ func writeStanding(c *gin.Context, s queue.Standing) {
 func (h *handler) enter(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	st, err := h.svc.Enter(c, c.Param("queueId"), p.UserID, c.GetHeader(challengeHeader))
-	h.m.enter(st, err)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -34,7 +33,6 @@ func (h *handler) enter(c *gin.Context) {
 func (h *handler) position(c *gin.Context) {
 	p, _ := auth.FromContext(c)
 	st, err := h.svc.Position(c, c.Param("queueId"), p.UserID)
-	h.m.position(st, err)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -88,17 +86,12 @@ func (h *handler) publicQueue(c *gin.Context) {
 // An IPv6 client counts by its prefix: it may pick a new address of its /64
 // for every request.
 func (h *handler) limitEnter(c *gin.Context) {
-	if h.limiter == nil {
-		return
-	}
-	ok, retry, err := h.limiter.Allow(c, clientkey.Of(c.ClientIP(), h.v6bits))
+	ok, retry, err := h.svc.AllowEnter(c, clientkey.Of(c.ClientIP(), h.v6bits))
 	if err != nil {
-		h.m.enterOutcome("unavailable")
 		h.fail(c, err)
 		return
 	}
 	if !ok {
-		h.m.enterOutcome("rate_limited")
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusTooManyRequests, problem.TypeRateLimited,
 			"too many enter requests from this address").WithRetryAfter(max(retry, time.Second)))
 		c.Abort()

@@ -20,7 +20,7 @@ func TestForwardedForFromAnUntrustedPeerIsIgnored(t *testing.T) {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		o.EnterLimiter = lim
+		h.limits.Enter = lim
 		o.TrustedProxies = nil
 	})
 	q := h.newQueue(nil)

@@ -41,19 +41,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	svc, err := app.New(store, signer)
+	var limits app.Limits
+	if cfg.EnterRateLimitPerIP > 0 {
+		if limits.Enter, err = redisstore.NewRateLimiter(rdb, "wr:enter:ip:", cfg.EnterRateLimitPerIP); err != nil {
+			return nil, err
+		}
+		if limits.Challenge, err = redisstore.NewRateLimiter(rdb, "wr:challenge:ip:", cfg.EnterRateLimitPerIP); err != nil {
+			return nil, err
+		}
+	}
+	svc, err := app.New(store, signer, limits, NewMetrics(b.Registry))
 	if err != nil {
 		return nil, err
 	}
-	var limiter, chLimiter httpapi.Limiter
-	if cfg.EnterRateLimitPerIP > 0 {
-		if limiter, err = redisstore.NewRateLimiter(rdb, "wr:enter:ip:", cfg.EnterRateLimitPerIP); err != nil {
-			return nil, err
-		}
-		if chLimiter, err = redisstore.NewRateLimiter(rdb, "wr:challenge:ip:", cfg.EnterRateLimitPerIP); err != nil {
-			return nil, err
-		}
-	}
+	RegisterQueueLengths(b.Registry, svc, log)
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{
 		Service:          svc,
@@ -61,12 +62,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		Log:              log,
 		Registry:         b.Registry,
 		Health:           b.Health(),
-		EnterLimiter:     limiter,
-		ChallengeLimiter: chLimiter,
 		ClientIPv6Prefix: cfg.ClientIPv6Prefix,
 		DevMode:          cfg.DevMode,
 		TrustedProxies:   cfg.TrustedProxies,
-		QueueLister:      store,
 		Page:             &page,
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package httpapi
+package wire
 
 import (
 	"time"
@@ -6,14 +6,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
-// Metrics are the notification-service's series. It is the stream
-// domain's stream.Recorder.
+// Metrics are the notification-service's Prometheus series: stream.Metrics
+// for the stream Service, and the open-streams gauge.
 type Metrics struct {
 	delivered, dropped, rejected *prometheus.CounterVec
 	lag                          *prometheus.HistogramVec
 }
+
+var _ stream.Metrics = (*Metrics)(nil)
 
 // NewMetrics registers the series with reg; h feeds the open-streams gauge.
 func NewMetrics(reg prometheus.Registerer, h *hub.Hub) *Metrics {
@@ -43,7 +46,7 @@ func (m *Metrics) Lag(event string, d time.Duration) {
 	m.lag.WithLabelValues(event).Observe(d.Seconds())
 }
 
-// Dropped counts a stream the server dropped; it is also the hub's drop hook.
+// Dropped counts a stream the server dropped.
 func (m *Metrics) Dropped(reason string) { m.dropped.WithLabelValues(reason).Inc() }
 
 // Rejected counts a refused stream request.

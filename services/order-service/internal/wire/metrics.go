@@ -1,0 +1,109 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+)
+
+// metrics are the order-service's Prometheus series: order.Metrics for the
+// Service and its loops, and the series of the port decorators below.
+type metrics struct {
+	requests, consumed, reaped, pruned *prometheus.CounterVec
+	tx                                 *prometheus.HistogramVec
+	backlog                            prometheus.Gauge
+}
+
+var _ order.Metrics = (*metrics)(nil)
+
+// newMetrics registers the series with reg.
+func newMetrics(reg prometheus.Registerer) *metrics {
+	ns, sub := "waitingroom", "orders"
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
+			Help: "Order requests by outcome (created, sold_out, conflict, invalid_token, not_active, rate_limited, invalid, unavailable, replayed, error)."}, []string{"outcome"}),
+		tx: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "transaction_duration_seconds",
+			Help:    "The order transaction (stock decrement, order and outbox insert), by result.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"result"}),
+		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "token_consume_total",
+			Help: "Entry token consume attempts by outcome (ok, invalid, not_active, unavailable, error)."}, []string{"outcome"}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
+			Help: "Order events in the Postgres outbox not yet confirmed by the broker."}),
+		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "reaped_total",
+			Help: "Overdue inflight tokens the reaper handled, by action (settled, abandoned)."}, []string{"action"}),
+		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retention_deleted_rows_total",
+			Help: "Rows the retention job deleted, by table (outbox, idempotency)."}, []string{"table"}),
+	}
+	reg.MustRegister(m.requests, m.tx, m.consumed, m.backlog, m.reaped, m.pruned)
+	return m
+}
+
+func (m *metrics) Requested(outcome string) { m.requests.WithLabelValues(outcome).Inc() }
+
+func (m *metrics) Reaped(r order.ReapResult) {
+	m.reaped.WithLabelValues("settled").Add(float64(r.Settled))
+	m.reaped.WithLabelValues("abandoned").Add(float64(r.Abandoned))
+}
+
+func (m *metrics) Pruned(p order.Pruned) {
+	m.pruned.WithLabelValues("outbox").Add(float64(p.Outbox))
+	m.pruned.WithLabelValues("idempotency").Add(float64(p.Idempotency))
+}
+
+func (m *metrics) Backlog(n int64) { m.backlog.Set(float64(n)) }
+
+// timedRepo measures the order transaction.
+type timedRepo struct {
+	order.Repo
+	tx *prometheus.HistogramVec
+}
+
+func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, ev func(order.Order) order.Event) (order.Order, error) {
+	start := time.Now()
+	out, err := r.Repo.PlaceOrder(ctx, o, ev)
+	result := "committed"
+	if err != nil {
+		result = "failed"
+	}
+	r.tx.WithLabelValues(result).Observe(time.Since(start).Seconds())
+	return out, err
+}
+
+// countedTokens counts consume outcomes.
+type countedTokens struct {
+	order.Tokens
+	consumed *prometheus.CounterVec
+}
+
+func (t countedTokens) Consume(ctx context.Context, q, user, secret, orderID string, lease, grace time.Duration) (queue.Consumed, error) {
+	c, err := t.Tokens.Consume(ctx, q, user, secret, orderID, lease, grace)
+	t.consumed.WithLabelValues(consumeOutcome(err)).Inc()
+	return c, err
+}
+
+func consumeOutcome(err error) string {
+	var na *queue.NotActiveError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, queue.ErrInvalidToken):
+		return "invalid"
+	case errors.As(err, &na):
+		return "not_active"
+	case errors.Is(err, queue.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// repo and tokens are the ports the Service gets: measured by the
+// decorators above.
+func (m *metrics) repo(r order.Repo) order.Repo { return timedRepo{Repo: r, tx: m.tx} }
+func (m *metrics) tokens(t order.Tokens) order.Tokens {
+	return countedTokens{Tokens: t, consumed: m.consumed}
+}

@@ -1,0 +1,59 @@
+package app
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// Metrics observes what the gateway's requests come to; wire implements it
+// with Prometheus series. Its methods are called from many requests at once
+// and must not block.
+type Metrics interface {
+	// Entered: an enter request came to outcome: the standing's state in
+	// lower case (waiting, admitted, ...) or why it was refused (full,
+	// closed, not_found, challenge_required, challenge_failed,
+	// rate_limited, unavailable, invalid, error).
+	Entered(outcome string)
+	// Positioned: a position request came to outcome, named as Entered's.
+	Positioned(outcome string)
+	// ChallengeIssued: an enter challenge was handed out.
+	ChallengeIssued()
+}
+
+// nopMetrics records nothing: the Service's Metrics when given none.
+type nopMetrics struct{}
+
+func (nopMetrics) Entered(string)    {}
+func (nopMetrics) Positioned(string) {}
+func (nopMetrics) ChallengeIssued()  {}
+
+// The outcomes that are no standing's state.
+const (
+	outcomeRateLimited = "rate_limited"
+	outcomeUnavailable = "unavailable"
+)
+
+// outcome names what an enter or position request came to.
+func outcome(st queue.Standing, err error) string {
+	switch {
+	case err == nil:
+		return strings.ToLower(string(st.State))
+	case errors.Is(err, queue.ErrFull):
+		return "full"
+	case errors.Is(err, queue.ErrClosed):
+		return "closed"
+	case errors.Is(err, queue.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, queue.ErrUnavailable):
+		return outcomeUnavailable
+	case errors.Is(err, queue.ErrChallengeRequired):
+		return "challenge_required"
+	case errors.Is(err, queue.ErrChallengeFailed):
+		return "challenge_failed"
+	case errors.Is(err, ErrInvalidQueueID), errors.Is(err, ErrInvalidUserID):
+		return "invalid"
+	}
+	return "error"
+}
