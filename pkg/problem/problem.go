@@ -44,9 +44,12 @@ const (
 	TypeChallengeNotRequired = "challenge-not-required"
 
 	// The order path (order-service).
-	TypeInvalidEntryToken     = "invalid-entry-token"
-	TypeTokenNotActive        = "token-not-active"
-	TypeSoldOut               = "sold-out"
+	TypeInvalidEntryToken = "invalid-entry-token"
+	TypeTokenNotActive    = "token-not-active"
+	TypeSoldOut           = "sold-out"
+	// TypeOrderLimitReached (409): the person has the queue's
+	// maxOrdersPerUser orders already; the entry token is spent.
+	TypeOrderLimitReached     = "order-limit-reached"
 	TypeProductNotFound       = "product-not-found"
 	TypeOrderNotFound         = "order-not-found"
 	TypeTokenAlreadyUsed      = "token-already-used"

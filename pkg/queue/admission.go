@@ -144,6 +144,10 @@ type Consumed struct {
 	TokenID    string
 	ActivateAt time.Time
 	ExpiresAt  time.Time
+	// MaxOrders is the queue's maxOrdersPerUser when the token was
+	// consumed: how many orders the order transaction lets this person
+	// have in the queue, 0 for no limit.
+	MaxOrders int64
 }
 
 // InflightToken is a consumed token whose order is not settled yet.

@@ -30,6 +30,10 @@ type Config struct {
 	// about 2^bits hashes per entrant. Raising it refuses solutions of
 	// challenges issued at the old difficulty.
 	PowDifficultyBits int64 `json:"powDifficultyBits"`
+	// MaxOrdersPerUser is how many orders one person may place in this
+	// queue, over all their entries; 0 means no limit. The order-service
+	// enforces it in the order transaction.
+	MaxOrdersPerUser int64 `json:"maxOrdersPerUser"`
 }
 
 // EnterChallenge is a queue's challenge at enter.
@@ -56,6 +60,7 @@ const (
 	MaxActivationSpreadMs = 60_000
 	MinPowDifficultyBits  = 1
 	MaxPowDifficultyBits  = 32
+	MaxMaxOrdersPerUser   = 1000
 )
 
 // DefaultConfig is what a new queue starts with: ~175 orders/s (a 40-connection
@@ -128,6 +133,9 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.PowDifficultyBits < MinPowDifficultyBits || c.PowDifficultyBits > MaxPowDifficultyBits {
 		add("powDifficultyBits", "must be between %d and %d", MinPowDifficultyBits, MaxPowDifficultyBits)
+	}
+	if c.MaxOrdersPerUser < 0 || c.MaxOrdersPerUser > MaxMaxOrdersPerUser {
+		add("maxOrdersPerUser", "must be between 0 (no limit) and %d", MaxMaxOrdersPerUser)
 	}
 	return errs
 }

@@ -17,6 +17,7 @@ type Patch struct {
 	ActivationSpreadMs  *int64
 	EnterChallenge      *EnterChallenge
 	PowDifficultyBits   *int64
+	MaxOrdersPerUser    *int64
 }
 
 // Apply returns c with the patch's fields set.
@@ -36,6 +37,7 @@ func (p Patch) Apply(c Config) Config {
 		c.EnterChallenge = *p.EnterChallenge
 	}
 	setInt(&c.PowDifficultyBits, p.PowDifficultyBits)
+	setInt(&c.MaxOrdersPerUser, p.MaxOrdersPerUser)
 	return c
 }
 
@@ -112,6 +114,8 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 			}
 		case "powDifficultyBits":
 			p.PowDifficultyBits, msg = decodeInt(v)
+		case "maxOrdersPerUser":
+			p.MaxOrdersPerUser, msg = decodeInt(v)
 		default:
 			msg = "unknown field"
 		}

@@ -31,13 +31,13 @@ func TestDecodePatchRejectsNonObjects(t *testing.T) {
 }
 
 func TestPatchApplyKeepsOmittedFields(t *testing.T) {
-	p, errs := DecodePatch([]byte(`{"admissionRatePerSec":50,"state":"PAUSED"}`))
+	p, errs := DecodePatch([]byte(`{"admissionRatePerSec":50,"state":"PAUSED","maxOrdersPerUser":2}`))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	got := p.Apply(DefaultConfig())
 	want := DefaultConfig()
-	want.AdmissionRatePerSec, want.State = 50, Paused
+	want.AdmissionRatePerSec, want.State, want.MaxOrdersPerUser = 50, Paused, 2
 	if got != want {
 		t.Fatalf("Apply = %+v, want %+v", got, want)
 	}
@@ -60,6 +60,8 @@ func TestValidateBounds(t *testing.T) {
 		{"spread longer than half the token", func(c *Config) { c.TokenTTLSeconds, c.ActivationSpreadMs = 20, 10_000 }, "activationSpreadMs"},
 		{"line of nobody", func(c *Config) { c.AdmissionRatePerSec, c.MaxWaitSeconds = 0.01, 10 }, "maxWaitSeconds"},
 		{"unknown state", func(c *Config) { c.State = "open" }, "state"},
+		{"negative orders per user", func(c *Config) { c.MaxOrdersPerUser = -1 }, "maxOrdersPerUser"},
+		{"absurd orders per user", func(c *Config) { c.MaxOrdersPerUser = MaxMaxOrdersPerUser + 1 }, "maxOrdersPerUser"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

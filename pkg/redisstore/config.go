@@ -147,6 +147,7 @@ func encodeConfig(c queue.Config) map[string]any {
 		"activationSpreadMs":  c.ActivationSpreadMs,
 		"enterChallenge":      string(c.EnterChallenge),
 		"powDifficultyBits":   c.PowDifficultyBits,
+		"maxOrdersPerUser":    c.MaxOrdersPerUser,
 	}
 }
 
@@ -174,6 +175,7 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("tokenTtlSeconds", &c.TokenTTLSeconds)
 	num("activationSpreadMs", &c.ActivationSpreadMs)
 	num("powDifficultyBits", &c.PowDifficultyBits)
+	num("maxOrdersPerUser", &c.MaxOrdersPerUser)
 	if v, ok := h["enterChallenge"]; ok {
 		c.EnterChallenge = queue.EnterChallenge(v)
 	}

@@ -111,7 +111,7 @@ func (k Keys) issueKeys() []string {
 }
 
 func (k Keys) consumeKeys(user string) []string {
-	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Spent(user)}
+	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Spent(user), k.Config()}
 }
 
 func (k Keys) checkKeys(user string) []string { return []string{k.Token(user), k.Spent(user)} }

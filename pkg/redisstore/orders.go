@@ -30,6 +30,7 @@ func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, le
 			TokenID:    str(res[1]),
 			ActivateAt: time.UnixMilli(intOf(res, 2)).UTC(),
 			ExpiresAt:  time.UnixMilli(intOf(res, 3)).UTC(),
+			MaxOrders:  intOf(res, 4),
 		}, nil
 	}
 	return queue.Consumed{}, fmt.Errorf("consume %s: unknown reply %v", q, res)

@@ -110,6 +110,9 @@ const (
 	OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED OrderFailureReason = 5
 	// The payment was declined.
 	OrderFailureReason_ORDER_FAILURE_REASON_PAYMENT_DECLINED OrderFailureReason = 6
+	// The person already has as many orders in this queue as its
+	// maxOrdersPerUser allows. Not restorable.
+	OrderFailureReason_ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED OrderFailureReason = 7
 )
 
 // Enum value maps for OrderFailureReason.
@@ -122,15 +125,17 @@ var (
 		4: "ORDER_FAILURE_REASON_INVALID_REQUEST",
 		5: "ORDER_FAILURE_REASON_ABANDONED",
 		6: "ORDER_FAILURE_REASON_PAYMENT_DECLINED",
+		7: "ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED",
 	}
 	OrderFailureReason_value = map[string]int32{
-		"ORDER_FAILURE_REASON_UNSPECIFIED":      0,
-		"ORDER_FAILURE_REASON_SOLD_OUT":         1,
-		"ORDER_FAILURE_REASON_DATABASE_ERROR":   2,
-		"ORDER_FAILURE_REASON_TIMEOUT":          3,
-		"ORDER_FAILURE_REASON_INVALID_REQUEST":  4,
-		"ORDER_FAILURE_REASON_ABANDONED":        5,
-		"ORDER_FAILURE_REASON_PAYMENT_DECLINED": 6,
+		"ORDER_FAILURE_REASON_UNSPECIFIED":         0,
+		"ORDER_FAILURE_REASON_SOLD_OUT":            1,
+		"ORDER_FAILURE_REASON_DATABASE_ERROR":      2,
+		"ORDER_FAILURE_REASON_TIMEOUT":             3,
+		"ORDER_FAILURE_REASON_INVALID_REQUEST":     4,
+		"ORDER_FAILURE_REASON_ABANDONED":           5,
+		"ORDER_FAILURE_REASON_PAYMENT_DECLINED":    6,
+		"ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED": 7,
 	}
 )
 
@@ -801,7 +806,7 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
-	"%TOKEN_EXPIRED_REASON_RESTORE_TOO_LATE\x10\x02*\xa1\x02\n" +
+	"%TOKEN_EXPIRED_REASON_RESTORE_TOO_LATE\x10\x02*\xcf\x02\n" +
 	"\x12OrderFailureReason\x12$\n" +
 	" ORDER_FAILURE_REASON_UNSPECIFIED\x10\x00\x12!\n" +
 	"\x1dORDER_FAILURE_REASON_SOLD_OUT\x10\x01\x12'\n" +
@@ -809,7 +814,8 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x1cORDER_FAILURE_REASON_TIMEOUT\x10\x03\x12(\n" +
 	"$ORDER_FAILURE_REASON_INVALID_REQUEST\x10\x04\x12\"\n" +
 	"\x1eORDER_FAILURE_REASON_ABANDONED\x10\x05\x12)\n" +
-	"%ORDER_FAILURE_REASON_PAYMENT_DECLINED\x10\x06BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
+	"%ORDER_FAILURE_REASON_PAYMENT_DECLINED\x10\x06\x12,\n" +
+	"(ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED\x10\aBKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
 
 var (
 	file_waitingroom_v1_events_proto_rawDescOnce sync.Once

@@ -9,8 +9,15 @@
 -- in-flight marker of this very order and answers OK as the first call did,
 -- instead of "invalid token" to the rightful buyer.
 --
--- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>
+-- Both OK answers carry the queue's maxOrdersPerUser (0 = no limit), so the
+-- order transaction enforces the knob as it is now without another round
+-- trip.
+--
+-- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
 -- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms
+local function order_limit()
+  return tonumber(redis.call('HGET', KEYS[7], 'maxOrdersPerUser') or '0') or 0
+end
 local tok = redis.call('HMGET', KEYS[1], 'token', 'tokenId', 'activateAt', 'expiresAt', 'seq')
 local oid = ARGV[3]
 if not tok[1] or tok[1] ~= ARGV[1] then
@@ -20,7 +27,7 @@ if not tok[1] or tok[1] ~= ARGV[1] then
     local c = redis.call('GET', KEYS[5])
     local f = c and fields(c) or {}
     if f[2] == ARGV[1] and f[5] == oid then
-      return {'OK', f[1], f[3], f[4]}
+      return {'OK', f[1], f[3], f[4], order_limit()}
     end
   end
   return {'INVALID'}
@@ -49,4 +56,4 @@ redis.call('SET', KEYS[6], tok[1], 'PXAT', keep)
 -- The slot stays taken while the order is in flight, a little past the lease
 -- so the reaper can settle or restore before the dispatcher prunes it.
 redis.call('ZADD', KEYS[3], deadline + tonumber(ARGV[5]), ARGV[2])
-return {'OK', tid, activate, expires}
+return {'OK', tid, activate, expires, order_limit()}

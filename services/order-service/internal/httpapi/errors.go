@@ -44,6 +44,8 @@ var problems = httpserver.NewProblems(
 	}),
 	httpserver.Is(order.ErrInvalidRequest, problem.New(http.StatusBadRequest, problem.TypeValidation, "the order request is invalid")),
 	httpserver.Is(order.ErrSoldOut, problem.New(http.StatusConflict, problem.TypeSoldOut, "not enough stock left for this order")),
+	httpserver.Is(order.ErrOrderLimitReached, problem.New(http.StatusConflict, problem.TypeOrderLimitReached,
+		"you have as many orders in this sale as one person may place; your entry token is used up")),
 	httpserver.Is(order.ErrProductNotFound, problem.New(http.StatusBadRequest, problem.TypeProductNotFound,
 		"no such product in this queue; your entry token is given back")),
 	httpserver.Is(order.ErrOrderNotFound, problem.New(http.StatusNotFound, problem.TypeOrderNotFound, "no such order")),

@@ -43,6 +43,7 @@ func TestFailAnswersEveryOrderError(t *testing.T) {
 		{&queue.NotActiveError{Wait: 3 * time.Second}, 425, problem.TypeTokenNotActive, "your entry token activates shortly", "[]", "3", ""},
 		{order.ErrInvalidRequest, 400, problem.TypeValidation, "the order request is invalid", "[]", "", ""},
 		{order.ErrSoldOut, 409, problem.TypeSoldOut, "not enough stock left for this order", "[]", "", ""},
+		{order.ErrOrderLimitReached, 409, problem.TypeOrderLimitReached, "you have as many orders in this sale as one person may place; your entry token is used up", "[]", "", ""},
 		{order.ErrProductNotFound, 400, problem.TypeProductNotFound, "no such product in this queue; your entry token is given back", "[]", "", ""},
 		{order.ErrOrderNotFound, 404, problem.TypeOrderNotFound, "no such order", "[]", "", ""},
 		{order.ErrDuplicateToken, 409, problem.TypeTokenAlreadyUsed, "an order was already placed with this entry token", "[]", "", ""},

@@ -82,7 +82,7 @@ type memOrders struct {
 	t *touched
 }
 
-func (m memOrders) PlaceOrder(_ context.Context, o order.Order, event func(order.Order) order.Event) (order.Order, error) {
+func (m memOrders) PlaceOrder(_ context.Context, o order.Order, _ int64, event func(order.Order) order.Event) (order.Order, error) {
 	m.t.place++
 	m.t.consumed.ProductID, m.t.consumed.Quantity = o.ProductID, o.Quantity
 	o.CreatedAt = time.Now()

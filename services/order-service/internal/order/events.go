@@ -48,6 +48,7 @@ const (
 	ReasonTimeout        FailureReason = "TIMEOUT"
 	ReasonInvalidRequest FailureReason = "INVALID_REQUEST"
 	ReasonAbandoned      FailureReason = "ABANDONED"
+	ReasonOrderLimit     FailureReason = "ORDER_LIMIT_REACHED"
 )
 
 // failed is the Failed event for an attempt whose token expires at

@@ -11,6 +11,8 @@ func failureOf(err error) (FailureReason, bool) {
 	switch {
 	case errors.Is(err, ErrSoldOut):
 		return ReasonSoldOut, false
+	case errors.Is(err, ErrOrderLimitReached):
+		return ReasonOrderLimit, false
 	case errors.Is(err, ErrDuplicateToken):
 		// An order exists for this token: it is spent.
 		return ReasonInvalidRequest, false

@@ -24,6 +24,7 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 		restorable bool
 	}{
 		{"sold out", order.ErrSoldOut, false, order.ReasonSoldOut, false},
+		{"order limit reached", fmt.Errorf("place order: %w", order.ErrOrderLimitReached), false, order.ReasonOrderLimit, false},
 		{"token used for an order", order.ErrDuplicateToken, false, order.ReasonInvalidRequest, false},
 		{"no such product", order.ErrProductNotFound, false, order.ReasonInvalidRequest, true},
 		{"timed out", fmt.Errorf("place order: %w", context.DeadlineExceeded), false, order.ReasonTimeout, true},

@@ -13,7 +13,7 @@ import (
 // called from many goroutines at once and must not block.
 type Metrics interface {
 	// Requested: an order request came to outcome: created, sold_out,
-	// conflict, invalid_token, not_active, rate_limited, invalid,
+	// order_limit, conflict, invalid_token, not_active, rate_limited, invalid,
 	// unavailable, replayed or error.
 	Requested(outcome string)
 	// Reaped: what one reaper pass did.
@@ -64,6 +64,8 @@ func requestOutcome(err error) string {
 		return outcomeInvalid
 	case errors.Is(err, ErrSoldOut):
 		return "sold_out"
+	case errors.Is(err, ErrOrderLimitReached):
+		return "order_limit"
 	case errors.Is(err, ErrDuplicateToken), errors.Is(err, ErrIdempotencyInProgress):
 		return "conflict"
 	case errors.Is(err, ErrUnavailable), errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

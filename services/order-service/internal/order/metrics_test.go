@@ -21,6 +21,7 @@ func TestRequestOutcome(t *testing.T) {
 		{nil, "created"},
 		{ErrSoldOut, "sold_out"},
 		{fmt.Errorf("place: %w", ErrSoldOut), "sold_out"},
+		{fmt.Errorf("place: %w", ErrOrderLimitReached), "order_limit"},
 		{ErrDuplicateToken, "conflict"},
 		{ErrIdempotencyInProgress, "conflict"},
 		{queue.ErrInvalidToken, "invalid_token"},

@@ -15,6 +15,9 @@ import (
 var (
 	// ErrSoldOut: not enough stock for the quantity. Not restorable.
 	ErrSoldOut = errors.New("sold out")
+	// ErrOrderLimitReached: the person has as many orders in this queue as
+	// its maxOrdersPerUser allows. Not restorable.
+	ErrOrderLimitReached = errors.New("order limit per person reached")
 	// ErrProductNotFound: no such product in this queue.
 	ErrProductNotFound = errors.New("product not found")
 	// ErrOrderNotFound: no such order (or not the caller's).

@@ -119,7 +119,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	o, err := s.repo.PlaceOrder(ctx, Order{
 		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
 		EntryTokenID: c.TokenID, Status: StatusCreated,
-	}, func(o Order) Event { return Created{Order: o} })
+	}, c.MaxOrders, func(o Order) Event { return Created{Order: o} })
 	if err != nil {
 		s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err)
 		return Order{}, err

@@ -29,9 +29,11 @@ type Repo interface {
 
 // Orders are the orders and the outbox of their events.
 type Orders interface {
-	// PlaceOrder takes the stock, stores the order and the event built
-	// from the stored order, in one transaction.
-	PlaceOrder(ctx context.Context, o Order, event func(Order) Event) (Order, error)
+	// PlaceOrder takes the stock, counts the order against the person's
+	// maxOrders in the queue (0: no limit; ErrOrderLimitReached beyond it),
+	// stores the order and the event built from the stored order, in one
+	// transaction.
+	PlaceOrder(ctx context.Context, o Order, maxOrders int64, event func(Order) Event) (Order, error)
 	// AddEvent writes an event to the outbox on its own; false when one
 	// with its id is there already.
 	AddEvent(ctx context.Context, e Event) (bool, error)

@@ -42,7 +42,7 @@ func BenchmarkPlaceOrderHotRow(b *testing.B) {
 			ord := newOrder(p, n, 1)
 			ord.EntryTokenID = fmt.Sprintf("bench-%d-%d", n, time.Now().UnixNano())
 			t0 := time.Now()
-			if _, err := db.PlaceOrder(context.Background(), ord, createdEvent); err != nil {
+			if _, err := db.PlaceOrder(context.Background(), ord, 0, createdEvent); err != nil {
 				b.Errorf("PlaceOrder: %v", err)
 				return
 			}

@@ -20,13 +20,13 @@ func TestDatabaseCutIsUnavailableThenRecovers(t *testing.T) {
 	db := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
 	ctx := context.Background()
 	p := mustUpsert(t, db, product("p", "q1", 100))
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 0, 1), createdEvent); err != nil {
+	if _, err := db.PlaceOrder(ctx, newOrder(p, 0, 1), 0, createdEvent); err != nil {
 		t.Fatalf("order before the cut: %v", err)
 	}
 
 	proxy.Cut()
 	start := time.Now()
-	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), createdEvent)
+	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), 0, createdEvent)
 	took := time.Since(start)
 	if !errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("order while cut: %v, want ErrUnavailable", err)
@@ -53,7 +53,7 @@ func TestDatabaseCutIsUnavailableThenRecovers(t *testing.T) {
 	attempts := 0
 	for {
 		attempts++
-		_, err = db.PlaceOrder(ctx, newOrder(p, 2, 1), createdEvent)
+		_, err = db.PlaceOrder(ctx, newOrder(p, 2, 1), 0, createdEvent)
 		if err == nil {
 			break
 		}
@@ -77,7 +77,7 @@ func TestCanceledContextPassesThrough(t *testing.T) {
 	p := mustUpsert(t, db, product("p", "q1", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), createdEvent)
+	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), 0, createdEvent)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("PlaceOrder with a canceled context: %v, want context.Canceled and not ErrUnavailable", err)
 	}

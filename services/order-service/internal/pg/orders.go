@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -17,10 +18,11 @@ import (
 // either all three are committed or none. o.ID is generated (UUIDv7) when empty; Status defaults
 // to order.StatusCreated; CreatedAt is the database's clock, in UTC.
 //
-// Errors wrap order.ErrSoldOut (not enough stock), order.ErrProductNotFound
+// Errors wrap order.ErrSoldOut (not enough stock), order.ErrOrderLimitReached
+// (the person has maxOrders orders in the queue already), order.ErrProductNotFound
 // (no such product in this queue), order.ErrDuplicateToken (an order exists
 // for o.EntryTokenID) or order.ErrUnavailable.
-func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Order) order.Event) (order.Order, error) {
+func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, event func(order.Order) order.Event) (order.Order, error) {
 	if o.Quantity <= 0 {
 		// Checked here, not only by the orders CHECK: the stock UPDATE runs
 		// first and would add stock for a negative quantity.
@@ -49,6 +51,11 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, event func(order.Ord
 	defer cancel()
 	var stored order.Order
 	err := d.conn(tctx).Transaction(func(tx *gorm.DB) error {
+		// The person's count first: one at the limit never waits on the
+		// product row every buyer locks.
+		if err := countOrder(tx, row, maxOrders); err != nil {
+			return err
+		}
 		if err := takeStock(tx, row); err != nil {
 			return err
 		}
@@ -98,6 +105,24 @@ func takeStock(tx *gorm.DB, o orderRow) error {
 		return fmt.Errorf("%w: %s in queue %s", order.ErrProductNotFound, o.ProductID, o.QueueID)
 	}
 	return fmt.Errorf("%w: %s", order.ErrSoldOut, o.ProductID)
+}
+
+// countOrder adds the order to its person's count in the queue, refusing it
+// with order.ErrOrderLimitReached when they have limit orders already (0:
+// no limit). The upsert holds the person's row lock to the end of the
+// transaction, so of two concurrent orders at the limit one waits and then
+// fails; other people never wait on it.
+func countOrder(tx *gorm.DB, o orderRow, limit int64) error {
+	var n int64
+	err := tx.Raw(`INSERT INTO user_order_counts AS c (queue_id, user_id, orders) VALUES (?, ?, 1)
+		ON CONFLICT (queue_id, user_id) DO UPDATE SET orders = c.orders + 1
+		WHERE ? = 0 OR c.orders < ?
+		RETURNING orders`, o.QueueID, o.UserID, limit, limit).Row().Scan(&n)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %d in queue %s", order.ErrOrderLimitReached, limit, o.QueueID)
+	}
+	return err
 }
 
 func insertOrderErr(err error) error {

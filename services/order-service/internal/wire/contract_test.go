@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
@@ -49,6 +50,12 @@ func TestTokensContract(t *testing.T) {
 			}
 			if err == nil {
 				err = rdb.Set(ctx, k.Status(user), redisstore.StatusTokenIssued+":"+tok.ID, expires.Add(2*time.Minute).Sub(now)).Err()
+			}
+			if err == nil && tok.QueueOrderLimit != 0 {
+				_, _, err = store.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) {
+					c.MaxOrdersPerUser = tok.QueueOrderLimit
+					return c, nil
+				})
 			}
 			if err != nil {
 				t.Fatalf("issue %s's token in %s: %v", user, q, err)

@@ -348,7 +348,7 @@ func (s *stack) commitDirectly(orderID, user, tokenID string) error {
 	defer db.Close()
 	_, err = db.PlaceOrder(context.Background(), order.Order{
 		ID: orderID, UserID: user, QueueID: s.q, ProductID: "p1", Quantity: 1, EntryTokenID: tokenID, Status: order.StatusCreated,
-	}, func(o order.Order) order.Event { return order.Created{Order: o} })
+	}, 0, func(o order.Order) order.Event { return order.Created{Order: o} })
 	return err
 }
 

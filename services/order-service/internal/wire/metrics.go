@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	ns, sub := "waitingroom", "orders"
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Order requests by outcome (created, sold_out, conflict, invalid_token, not_active, rate_limited, invalid, unavailable, replayed, error)."}, []string{"outcome"}),
+			Help: "Order requests by outcome (created, sold_out, order_limit, conflict, invalid_token, not_active, rate_limited, invalid, unavailable, replayed, error)."}, []string{"outcome"}),
 		tx: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "transaction_duration_seconds",
 			Help:    "The order transaction (stock decrement, order and outbox insert), by result.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"result"}),
@@ -63,9 +63,9 @@ type timedRepo struct {
 	tx *prometheus.HistogramVec
 }
 
-func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, ev func(order.Order) order.Event) (order.Order, error) {
+func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, ev func(order.Order) order.Event) (order.Order, error) {
 	start := time.Now()
-	out, err := r.Repo.PlaceOrder(ctx, o, ev)
+	out, err := r.Repo.PlaceOrder(ctx, o, maxOrders, ev)
 	result := "committed"
 	if err != nil {
 		result = "failed"

@@ -19,6 +19,7 @@ type queueBody struct {
 	MaxWaitSeconds      int64   `json:"maxWaitSeconds"`
 	TokenTTLSeconds     int64   `json:"tokenTtlSeconds"`
 	ActivationSpreadMs  int64   `json:"activationSpreadMs"`
+	MaxOrdersPerUser    int64   `json:"maxOrdersPerUser"`
 	Waiting             int64   `json:"waiting"`
 	Active              int64   `json:"active"`
 	IssuedTotal         int64   `json:"issuedTotal"`
@@ -54,9 +55,9 @@ func TestQueueAdminLifecycle(t *testing.T) {
 		}
 	}
 	// Update one knob live: the others keep their value.
-	r = h.must(http.MethodPut, path, admin, map[string]any{"admissionRatePerSec": 12.5, "state": "PAUSED"})
+	r = h.must(http.MethodPut, path, admin, map[string]any{"admissionRatePerSec": 12.5, "state": "PAUSED", "maxOrdersPerUser": 1})
 	r.json(t, &v)
-	if r.status != http.StatusOK || v.AdmissionRatePerSec != 12.5 || v.State != "PAUSED" || v.MaxQueueSize != 3 || v.Waiting != 2 {
+	if r.status != http.StatusOK || v.AdmissionRatePerSec != 12.5 || v.State != "PAUSED" || v.MaxQueueSize != 3 || v.Waiting != 2 || v.MaxOrdersPerUser != 1 {
 		t.Fatalf("update: %d %+v", r.status, v)
 	}
 	// PAUSED still takes entries, and the cap of 3 applies at once.

@@ -26,6 +26,8 @@ func RunOrdersContract(t *testing.T, newRepo NewRepoFunc) {
 		{"AddEventKeepsOneEventPerID", addEventOnce},
 		{"UnknownOrdersAreNotFound", unknownOrders},
 		{"ConcurrentOrdersNeverOversell", concurrentOrders},
+		{"OrderLimitCountsThePersonsOrdersInTheQueue", orderLimit},
+		{"ConcurrentOrdersOfOnePersonPassTheLimitOnce", concurrentOrderLimit},
 	})
 }
 
@@ -90,10 +92,11 @@ func placeTakesStock(t *testing.T, r order.Repo) {
 		o.ID = tc.id
 		var built []order.Order
 		before := time.Now().Add(-time.Second)
-		stored, err := r.PlaceOrder(ctx, o, func(s order.Order) order.Event {
+		stored, err := r.PlaceOrder(ctx, o, 0, func(s order.Order) order.Event {
 			built = append(built, s)
 			return created(s)
 		})
+
 		after := time.Now().Add(time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -137,7 +140,7 @@ func soldOut(t *testing.T, r order.Repo) {
 	} {
 		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), tc.qty)
 		o.ID = fmt.Sprintf("order-%d", i)
-		_, err := r.PlaceOrder(ctx, o, created)
+		_, err := r.PlaceOrder(ctx, o, 0, created)
 		if errors.Is(err, order.ErrSoldOut) != tc.soldOut || (!tc.soldOut && err != nil) {
 			t.Fatalf("order %d of %d: %v, want sold out %v", i, tc.qty, err, tc.soldOut)
 		}
@@ -158,7 +161,7 @@ func productNotFound(t *testing.T, r order.Repo) {
 		attempt("sale", "sku-2", "alice", "tok-1", 1),  // no such product
 	} {
 		o.ID = fmt.Sprintf("order-%d", i)
-		if _, err := r.PlaceOrder(ctx, o, created); !errors.Is(err, order.ErrProductNotFound) {
+		if _, err := r.PlaceOrder(ctx, o, 0, created); !errors.Is(err, order.ErrProductNotFound) {
 			t.Fatalf("order %s of %s in %s: %v, want ErrProductNotFound", o.ID, o.ProductID, o.QueueID, err)
 		}
 		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
@@ -171,13 +174,13 @@ func productNotFound(t *testing.T, r order.Repo) {
 func duplicateToken(t *testing.T, r order.Repo) {
 	ctx := context.Background()
 	put(t, r, "sku-1", "sale", 5)
-	first, err := r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", "tok-1", 1), created)
+	first, err := r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", "tok-1", 1), 0, created)
 	if err != nil {
 		t.Fatal(err)
 	}
 	again := attempt("sale", "sku-1", "bob", "tok-1", 1)
 	again.ID = "order-again"
-	if _, err := r.PlaceOrder(ctx, again, created); !errors.Is(err, order.ErrDuplicateToken) {
+	if _, err := r.PlaceOrder(ctx, again, 0, created); !errors.Is(err, order.ErrDuplicateToken) {
 		t.Fatalf("second order with the token: %v, want ErrDuplicateToken", err)
 	}
 	if left := stockOf(t, r, "sale", "sku-1"); left != 4 {
@@ -205,7 +208,7 @@ func duplicateKey(t *testing.T, r order.Repo) {
 	} {
 		o := attempt("sale", "sku-1", tc.user, fmt.Sprintf("tok-%d", i), 1)
 		o.ID, o.IdempotencyKey = fmt.Sprintf("order-%d", i), "key-1"
-		_, err := r.PlaceOrder(ctx, o, created)
+		_, err := r.PlaceOrder(ctx, o, 0, created)
 		if errors.Is(err, order.ErrIdempotencyInProgress) != tc.refused || (!tc.refused && err != nil) {
 			t.Fatalf("order %d by %s: %v, want refused %v", i, tc.user, err, tc.refused)
 		}
@@ -221,7 +224,7 @@ func quantityBelowOne(t *testing.T, r order.Repo) {
 	for _, qty := range []int{0, -3} {
 		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", qty), qty)
 		o.ID = fmt.Sprintf("order-%d", -qty)
-		if _, err := r.PlaceOrder(ctx, o, created); err == nil {
+		if _, err := r.PlaceOrder(ctx, o, 0, created); err == nil {
 			t.Fatalf("quantity %d placed", qty)
 		}
 		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
@@ -273,7 +276,7 @@ func concurrentOrders(t *testing.T, r order.Repo) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", fmt.Sprintf("user-%d", i), fmt.Sprintf("tok-%d", i), 1), created)
+			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", fmt.Sprintf("user-%d", i), fmt.Sprintf("tok-%d", i), 1), 0, created)
 		})
 	}
 	wg.Wait()
@@ -290,5 +293,78 @@ func concurrentOrders(t *testing.T, r order.Repo) {
 	}
 	if placed != 5 || sold != n-5 || stockOf(t, r, "sale", "sku-1") != 0 {
 		t.Fatalf("%d placed, %d sold out, stock %d; want 5, %d, 0", placed, sold, stockOf(t, r, "sale", "sku-1"), n-5)
+	}
+}
+
+// orderLimit: maxOrders counts every order the person has in the queue
+// (placed with a limit or without), not other people's, not other queues',
+// not attempts that failed; the refused attempt takes no stock and stores
+// nothing.
+func orderLimit(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 10)
+	put(t, r, "sku-2", "other", 10)
+	put(t, r, "sku-empty", "sale", 0)
+	steps := []struct {
+		name      string
+		o         order.Order
+		maxOrders int64
+		want      error
+	}{
+		{"first of two allowed", attempt("sale", "sku-1", "alice", "tok-1", 1), 2, nil},
+		{"sold out does not count", attempt("sale", "sku-empty", "alice", "tok-2", 1), 2, order.ErrSoldOut},
+		{"second of two allowed", attempt("sale", "sku-1", "alice", "tok-3", 3), 2, nil},
+		{"third refused", attempt("sale", "sku-1", "alice", "tok-4", 1), 2, order.ErrOrderLimitReached},
+		{"raised limit lets one more", attempt("sale", "sku-1", "alice", "tok-5", 1), 3, nil},
+		{"another person is not counted with her", attempt("sale", "sku-1", "bob", "tok-6", 1), 1, nil},
+		{"another queue is not counted with this one", attempt("other", "sku-2", "alice", "tok-7", 1), 1, nil},
+		{"orders without a limit count once one is set", attempt("sale", "sku-1", "carol", "tok-8", 1), 0, nil},
+		{"carol's second without a limit", attempt("sale", "sku-1", "carol", "tok-9", 1), 0, nil},
+		{"carol at a limit of two", attempt("sale", "sku-1", "carol", "tok-10", 1), 2, order.ErrOrderLimitReached},
+	}
+	for i, s := range steps {
+		s.o.ID = fmt.Sprintf("order-%d", i)
+		_, err := r.PlaceOrder(ctx, s.o, s.maxOrders, created)
+		if (s.want == nil) != (err == nil) || (s.want != nil && !errors.Is(err, s.want)) {
+			t.Fatalf("%s: %v, want %v", s.name, err, s.want)
+		}
+		if err != nil {
+			nothingStoredFor(t, r, s.o.ID, s.o.EntryTokenID)
+		}
+	}
+	// alice 1 + 3 + 1, bob 1, carol 1 + 1 from sku-1's 10.
+	if got := stockOf(t, r, "sale", "sku-1"); got != 2 {
+		t.Fatalf("sku-1 stock %d after the orders, want 2", got)
+	}
+}
+
+// concurrentOrderLimit: twenty concurrent orders of one person with twenty
+// tokens at a limit of one: one is placed, nineteen refused, one unit of
+// stock taken.
+func concurrentOrderLimit(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 10)
+	const n = 20
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), 1), 1, created)
+		})
+	}
+	wg.Wait()
+	placed, refused := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			placed++
+		case errors.Is(err, order.ErrOrderLimitReached):
+			refused++
+		default:
+			t.Errorf("order %d: %v", i, err)
+		}
+	}
+	if placed != 1 || refused != n-1 || stockOf(t, r, "sale", "sku-1") != 9 {
+		t.Fatalf("%d placed, %d refused, stock %d; want 1, %d, 9", placed, refused, stockOf(t, r, "sale", "sku-1"), n-1)
 	}
 }

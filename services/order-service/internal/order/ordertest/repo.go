@@ -97,9 +97,9 @@ func (r *Repo) call(method string) error {
 // now is the database's clock as PostgreSQL keeps it: UTC, microseconds.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// PlaceOrder takes the stock, stores the order and its event, all or
-// nothing.
-func (r *Repo) PlaceOrder(_ context.Context, o order.Order, event func(order.Order) order.Event) (order.Order, error) {
+// PlaceOrder counts the order against the person's maxOrders in the queue,
+// takes the stock, stores the order and its event, all or nothing.
+func (r *Repo) PlaceOrder(_ context.Context, o order.Order, maxOrders int64, event func(order.Order) order.Event) (order.Order, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.call("PlaceOrder"); err != nil {
@@ -117,8 +117,16 @@ func (r *Repo) PlaceOrder(_ context.Context, o order.Order, event func(order.Ord
 	if o.Status == "" {
 		o.Status = order.StatusCreated
 	}
+	mine := 0
+	for _, have := range r.orders {
+		if have.QueueID == o.QueueID && have.UserID == o.UserID {
+			mine++
+		}
+	}
 	p, ok := r.products[o.ProductID]
 	switch {
+	case maxOrders > 0 && int64(mine) >= maxOrders:
+		return order.Order{}, fmt.Errorf("place order: %w: %d in queue %s", order.ErrOrderLimitReached, maxOrders, o.QueueID)
 	case !ok || p.QueueID != o.QueueID:
 		return order.Order{}, fmt.Errorf("place order: %w: %s in queue %s", order.ErrProductNotFound, o.ProductID, o.QueueID)
 	case p.Stock < o.Quantity:

@@ -23,6 +23,9 @@ import (
 type Token struct {
 	Secret, ID      string
 	ActivateIn, TTL time.Duration
+	// QueueOrderLimit, when not 0, sets the queue's maxOrdersPerUser
+	// knob with the token, as an operator's PUT would.
+	QueueOrderLimit int64
 }
 
 // Issuer gives user an entry token for queue q, as the dispatcher's issue
@@ -44,6 +47,7 @@ type Tokens struct {
 	inflight map[string]map[string]time.Time // queue -> "<token id>:<user>" -> lease deadline
 	calls    map[string]int
 	handed   []string
+	limits   map[string]int64 // queue -> maxOrdersPerUser
 }
 
 type userKey struct{ q, user string }
@@ -69,7 +73,8 @@ type issued struct {
 
 // NewTokens returns an empty Tokens.
 func NewTokens() *Tokens {
-	return &Tokens{users: map[userKey]*holder{}, inflight: map[string]map[string]time.Time{}, calls: map[string]int{}}
+	return &Tokens{users: map[userKey]*holder{}, inflight: map[string]map[string]time.Time{}, calls: map[string]int{},
+		limits: map[string]int64{}}
 }
 
 // Issue gives user a token for q, replacing any it had.
@@ -81,6 +86,9 @@ func (m *Tokens) Issue(q, user string, tok Token) {
 	activate := now + tok.ActivateIn.Milliseconds()
 	h.token = &issued{secret: tok.Secret, id: tok.ID, activateMs: activate, expires: activate + tok.TTL.Milliseconds()}
 	h.marker = "TOKEN_ISSUED:" + tok.ID
+	if tok.QueueOrderLimit != 0 {
+		m.limits[q] = tok.QueueOrderLimit
+	}
 }
 
 // Issuer is Issue as the contract suites take it.
@@ -167,7 +175,7 @@ func (m *Tokens) Consume(_ context.Context, q, user, secret, orderID string, lea
 		c := h.consumed
 		if c != nil && strings.HasPrefix(h.marker, "ORDERING:") && strings.HasSuffix(h.marker, ":"+orderID) &&
 			c.secret == secret && h.orderID == orderID {
-			return consumed(c), nil
+			return m.consumed(q, c), nil
 		}
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, queue.ErrInvalidToken)
 	}
@@ -184,11 +192,14 @@ func (m *Tokens) Consume(_ context.Context, q, user, secret, orderID string, lea
 		m.inflight[q] = map[string]time.Time{}
 	}
 	m.inflight[q][tok.id+":"+user] = time.UnixMilli(deadline).UTC()
-	return consumed(tok), nil
+	return m.consumed(q, tok), nil
 }
 
-func consumed(t *issued) queue.Consumed {
-	return queue.Consumed{TokenID: t.id, ActivateAt: time.UnixMilli(t.activateMs).UTC(), ExpiresAt: time.UnixMilli(t.expires).UTC()}
+// consumed is consume's answer: the token and the queue's order limit as
+// it is now.
+func (m *Tokens) consumed(q string, t *issued) queue.Consumed {
+	return queue.Consumed{TokenID: t.id, ActivateAt: time.UnixMilli(t.activateMs).UTC(), ExpiresAt: time.UnixMilli(t.expires).UTC(),
+		MaxOrders: m.limits[q]}
 }
 
 // Settle marks the attempt (tokenID, orderID) ordered; false when it is

@@ -32,6 +32,7 @@ func RunTokensContract(t *testing.T, newTokens NewTokensFunc) {
 		{"CheckSortsPresentedSecrets", checkSortsSecrets},
 		{"ConsumeTakesATokenOnce", consumeTakesOnce},
 		{"ConsumeRepeatedByItsCallerAnswersAlike", consumeRepeated},
+		{"ConsumeCarriesTheQueuesOrderLimit", consumeCarriesOrderLimit},
 		{"ConsumeRefusesOtherSecretsUsersAndQueues", consumeRefuses},
 		{"TokenNotActiveYetIsNotConsumed", notActiveYet},
 		{"ExpiredTokenIsInvalid", expiredToken},
@@ -155,6 +156,27 @@ func consumeRepeated(t *testing.T, tokens order.Tokens, issue Issuer) {
 	again := mustConsume(t, tokens, q, "alice", tok.Secret, "order-1", longLease)
 	if again != first {
 		t.Fatalf("repeat answered %+v, the first call %+v", again, first)
+	}
+}
+
+// consumeCarriesOrderLimit: consume answers the queue's maxOrdersPerUser
+// (0 where it is not set), on the first call and on its repeat.
+func consumeCarriesOrderLimit(t *testing.T, tokens order.Tokens, issue Issuer) {
+	limited, open := QueueID(t), QueueID(t)
+	tok := newToken(t, "tok-1")
+	tok.QueueOrderLimit = 2
+	issue(t, limited, "alice", tok)
+	other := newToken(t, "tok-2")
+	issue(t, open, "alice", other)
+	for _, c := range []struct {
+		q, secret string
+		want      int64
+	}{{limited, tok.Secret, 2}, {open, other.Secret, 0}} {
+		first := mustConsume(t, tokens, c.q, "alice", c.secret, "order-1", longLease)
+		again := mustConsume(t, tokens, c.q, "alice", c.secret, "order-1", longLease)
+		if first.MaxOrders != c.want || again.MaxOrders != c.want {
+			t.Errorf("queue %s: MaxOrders %d, then %d on the repeat; want %d", c.q, first.MaxOrders, again.MaxOrders, c.want)
+		}
 	}
 }
 

@@ -560,6 +560,7 @@ function orderAnswered(r) {
   }
   switch (r.body.type) {
     case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
+    case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
     case 'token-already-used': return done('ok', 'You already ordered with this pass.');
     case 'backend-unavailable':
     case 'product-not-found': // the pass comes back (the dispatcher restores it): wait for it
