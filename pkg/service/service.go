@@ -20,11 +20,12 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 )
 
-// Main runs run until SIGINT or SIGTERM and exits non-zero on its error. A
-// service's main is one call to it.
-func Main(name string, run func(context.Context) error) {
+// Main builds the service called name with newService (see Run) and runs
+// it until SIGINT or SIGTERM, and exits non-zero on its error. A service's
+// main is one call to it: service.Main("order-service", wire.New).
+func Main[C any, P Configured[C], R Runner](name string, newService func(context.Context, C, *slog.Logger) (R, error)) {
 	ctx, done := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := run(ctx)
+	err := Run[C, P](ctx, name, newService)
 	done()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)

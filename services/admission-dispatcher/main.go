@@ -8,4 +8,4 @@ import (
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/wire"
 )
 
-func main() { service.Main("admission-dispatcher", wire.Run) }
+func main() { service.Main("admission-dispatcher", wire.New) }

@@ -7,4 +7,4 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/wire"
 )
 
-func main() { service.Main("notification-service", wire.Run) }
+func main() { service.Main("notification-service", wire.New) }

@@ -8,4 +8,4 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/wire"
 )
 
-func main() { service.Main("order-service", wire.Run) }
+func main() { service.Main("order-service", wire.New) }

@@ -7,4 +7,4 @@ import (
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/wire"
 )
 
-func main() { service.Main("queue-gateway", wire.Run) }
+func main() { service.Main("queue-gateway", wire.New) }

@@ -11,11 +11,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
 )
 
-// Run loads the configuration from the environment and runs until ctx ends.
-func Run(ctx context.Context) error {
-	return service.Run(ctx, "admission-dispatcher", New)
-}
-
 // Service is a wired dispatcher: connected, its ops listener bound.
 type Service = service.Wired
 

@@ -11,11 +11,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
-// Run loads the configuration from the environment and serves until ctx ends.
-func Run(ctx context.Context) error {
-	return service.Run(ctx, "notification-service", New)
-}
-
 // Service is a wired notification-service: connected, its listeners bound.
 type Service = service.Wired
 

@@ -15,11 +15,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
 
-// Run loads the configuration from the environment and serves until ctx ends.
-func Run(ctx context.Context) error {
-	return service.Run(ctx, "order-service", New)
-}
-
 // Service is a wired order-service: connected, its listeners bound.
 type Service = service.Wired
 

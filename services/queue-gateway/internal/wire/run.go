@@ -10,11 +10,6 @@ import (
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
 )
 
-// Run loads the configuration from the environment and serves until ctx ends.
-func Run(ctx context.Context) error {
-	return service.Run(ctx, "queue-gateway", New)
-}
-
 // Service is a wired gateway, listening on its API port and its ops
 // listener.
 type Service = service.Wired
