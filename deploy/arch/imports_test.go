@@ -38,6 +38,7 @@ var rules = []rule{
 	// The domain: enter and position, the enter challenge, admission,
 	// ordering, restoration and fan-out.
 	{"pkg/queue", infrastructure},
+	{"pkg/queue/queuetest", infrastructure},
 	{"pkg/challenge", infrastructure},
 	{"services/queue-gateway/internal/app", infrastructure},
 	{"services/admission-dispatcher/internal/dispatch", infrastructure},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/queue/queuetest"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
 )
 
@@ -39,13 +40,6 @@ func RunStoreContract(t *testing.T, newStore NewStoreFunc) {
 			c.run(t, s, seed)
 		})
 	}
-}
-
-// QueueID is a queue id of its own for one case (the real store shares a
-// server between tests).
-func QueueID(t *testing.T) string {
-	t.Helper()
-	return "contract-" + randomHex(t, 5)
 }
 
 func randomHex(t *testing.T, n int) string {
@@ -87,7 +81,7 @@ type step struct {
 }
 
 func restoredOnce(t *testing.T, s restore.Store, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := consumed(t, seed, q, "alice", "order-1", time.Minute)
 	steps := []step{{"the failure", tok.ID, "order-1", true, queue.Restored}}
 	for range 4 {
@@ -101,7 +95,7 @@ func restoredOnce(t *testing.T, s restore.Store, seed Seeder) {
 }
 
 func freed(t *testing.T, s restore.Store, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := consumed(t, seed, q, "alice", "order-1", time.Minute)
 	restores(t, s, q, "alice", []step{
 		{"a sold-out failure", tok.ID, "order-1", false, queue.Freed},
@@ -114,7 +108,7 @@ func freed(t *testing.T, s restore.Store, seed Seeder) {
 }
 
 func expired(t *testing.T, s restore.Store, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := consumed(t, seed, q, "alice", "order-1", 150*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	restores(t, s, q, "alice", []step{
@@ -128,7 +122,7 @@ func expired(t *testing.T, s restore.Store, seed Seeder) {
 
 func duplicates(t *testing.T, s restore.Store, seed Seeder) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	if got, err := s.Restore(ctx, q, "bob", "tok-bob", "order-1", true); err != nil || got != queue.Duplicate {
 		t.Fatalf("a user with nothing consumed: %q %v, want DUPLICATE", got, err)
 	}
@@ -137,7 +131,7 @@ func duplicates(t *testing.T, s restore.Store, seed Seeder) {
 		{"another attempt's order id", q, "alice", tok.ID, "order-2"},
 		{"another token id", q, "alice", "tok-other", "order-1"},
 		{"another user", q, "bob", tok.ID, "order-1"},
-		{"another queue", QueueID(t), "alice", tok.ID, "order-1"},
+		{"another queue", queuetest.ID(t), "alice", tok.ID, "order-1"},
 	} {
 		for _, restorable := range []bool{true, false} {
 			if got, err := s.Restore(ctx, tc.q, tc.user, tc.tokenID, tc.orderID, restorable); err != nil || got != queue.Duplicate {
@@ -150,7 +144,7 @@ func duplicates(t *testing.T, s restore.Store, seed Seeder) {
 }
 
 func lateRedelivery(t *testing.T, s restore.Store, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := consumed(t, seed, q, "alice", "order-1", time.Minute)
 	restores(t, s, q, "alice", []step{{"the first attempt's failure", tok.ID, "order-1", true, queue.Restored}})
 	if _, err := seed.Consume(t, q, "alice", tok.Secret, "order-2"); err != nil {
@@ -163,7 +157,7 @@ func lateRedelivery(t *testing.T, s restore.Store, seed Seeder) {
 }
 
 func concurrentRestores(t *testing.T, s restore.Store, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := consumed(t, seed, q, "alice", "order-1", time.Minute)
 	const n = 10
 	outs := make([]queue.RestoreOutcome, n)

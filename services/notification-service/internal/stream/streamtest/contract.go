@@ -2,12 +2,11 @@ package streamtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"testing"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/queue/queuetest"
 )
 
 // NewPositionsFunc makes a store without queues for one test, with its
@@ -41,17 +40,6 @@ func RunPositionsContract(t *testing.T, newPositions NewPositionsFunc) {
 	}
 }
 
-// QueueID is a queue id of its own for one case (the real store shares a
-// server between tests).
-func QueueID(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "contract-" + hex.EncodeToString(b)
-}
-
 const rate = 40
 
 // waiting is the standing of the user at place pos of a line of total in
@@ -81,7 +69,7 @@ func positionIs(t *testing.T, p Positions, q, user string, want queue.Standing) 
 
 func unknownQueue(t *testing.T, p Positions, seed Seeder) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	if st, err := p.Position(ctx, q, "ann"); !errors.Is(err, queue.ErrNotFound) {
 		t.Fatalf("position in a queue nobody created: %+v %v, want ErrNotFound", st, err)
 	}
@@ -93,7 +81,7 @@ func unknownQueue(t *testing.T, p Positions, seed Seeder) {
 }
 
 func waitingInOrder(t *testing.T, p Positions, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	seed.Open(t, q, rate)
 	users := []string{"ann", "bob", "cid"}
 	for _, u := range users {
@@ -105,7 +93,7 @@ func waitingInOrder(t *testing.T, p Positions, seed Seeder) {
 }
 
 func admittedHasToken(t *testing.T, p Positions, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	seed.Open(t, q, rate)
 	seed.Enter(t, q, "ann")
 	seed.Enter(t, q, "bob")
@@ -118,7 +106,7 @@ func admittedHasToken(t *testing.T, p Positions, seed Seeder) {
 }
 
 func stranger(t *testing.T, p Positions, seed Seeder) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	seed.Open(t, q, rate)
 	seed.Enter(t, q, "ann")
 	positionIs(t, p, q, "zed", queue.Standing{QueueID: q, State: queue.NotInQueue, QueueState: queue.Open, Total: 1, ConfiguredRate: rate})
@@ -126,7 +114,7 @@ func stranger(t *testing.T, p Positions, seed Seeder) {
 
 func manyAgrees(t *testing.T, p Positions, seed Seeder) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	seed.Open(t, q, rate)
 	for _, u := range []string{"ann", "bob", "cid"} {
 		seed.Enter(t, q, u)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/queue/queuetest"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
@@ -49,17 +50,6 @@ func RunTokensContract(t *testing.T, newTokens NewTokensFunc) {
 	}
 }
 
-// QueueID is a queue id of its own for one case (the real stores share a
-// server between tests).
-func QueueID(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 5)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return "contract-" + hex.EncodeToString(b)
-}
-
 // secret is a fresh 32-hex-character secret, as real tokens have.
 func secret(t *testing.T) string {
 	t.Helper()
@@ -90,7 +80,7 @@ func mustConsume(t *testing.T, tokens order.Tokens, q, user, secret, orderID str
 
 func checkSortsSecrets(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q, other := QueueID(t), QueueID(t)
+	q, other := queuetest.ID(t), queuetest.ID(t)
 	alice, early, spent := newToken(t, "tok-alice"), newToken(t, "tok-early"), newToken(t, "tok-spent")
 	early.ActivateIn = 30 * time.Second
 	issue(t, q, "alice", alice)
@@ -131,7 +121,7 @@ func checkSortsSecrets(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func consumeTakesOnce(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	before := time.Now().Truncate(time.Millisecond)
 	issue(t, q, "alice", tok)
@@ -149,7 +139,7 @@ func consumeTakesOnce(t *testing.T, tokens order.Tokens, issue Issuer) {
 }
 
 func consumeRepeated(t *testing.T, tokens order.Tokens, issue Issuer) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	issue(t, q, "alice", tok)
 	first := mustConsume(t, tokens, q, "alice", tok.Secret, "order-1", longLease)
@@ -162,7 +152,7 @@ func consumeRepeated(t *testing.T, tokens order.Tokens, issue Issuer) {
 // consumeCarriesOrderLimit: consume answers the queue's maxOrdersPerUser
 // (0 where it is not set), on the first call and on its repeat.
 func consumeCarriesOrderLimit(t *testing.T, tokens order.Tokens, issue Issuer) {
-	limited, open := QueueID(t), QueueID(t)
+	limited, open := queuetest.ID(t), queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	tok.QueueOrderLimit = 2
 	issue(t, limited, "alice", tok)
@@ -182,14 +172,14 @@ func consumeCarriesOrderLimit(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func consumeRefuses(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	issue(t, q, "alice", tok)
 	for _, tc := range []struct{ name, q, user, secret string }{
 		{"a wrong secret", q, "alice", secret(t)},
 		{"no secret", q, "alice", ""},
 		{"another user", q, "bob", tok.Secret},
-		{"another queue", QueueID(t), "alice", tok.Secret},
+		{"another queue", queuetest.ID(t), "alice", tok.Secret},
 	} {
 		if _, err := tokens.Consume(ctx, tc.q, tc.user, tc.secret, "order-x", longLease, grace); !errors.Is(err, queue.ErrInvalidToken) {
 			t.Errorf("%s: %v, want ErrInvalidToken", tc.name, err)
@@ -203,7 +193,7 @@ func consumeRefuses(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func notActiveYet(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	tok.ActivateIn = 3 * time.Second
 	issue(t, q, "alice", tok)
@@ -219,7 +209,7 @@ func notActiveYet(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func expiredToken(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	tok.TTL = 100 * time.Millisecond
 	issue(t, q, "alice", tok)
@@ -233,7 +223,7 @@ func expiredToken(t *testing.T, tokens order.Tokens, issue Issuer) {
 }
 
 func concurrentConsumes(t *testing.T, tokens order.Tokens, issue Issuer) {
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	issue(t, q, "alice", tok)
 	const n = 20
@@ -263,7 +253,7 @@ func concurrentConsumes(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func settleOnce(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	tok := newToken(t, "tok-1")
 	issue(t, q, "alice", tok)
 	c := mustConsume(t, tokens, q, "alice", tok.Secret, "order-1", longLease)
@@ -293,7 +283,7 @@ func settleOnce(t *testing.T, tokens order.Tokens, issue Issuer) {
 
 func overdueEndedOnly(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	const short = 100 * time.Millisecond
 	var lapsed queue.Consumed
 	start := time.Now().Truncate(time.Millisecond)
@@ -343,14 +333,14 @@ func overdueEndedOnly(t *testing.T, tokens order.Tokens, issue Issuer) {
 	if got != want || deadline.Before(start.Add(short)) || deadline.After(end.Add(short)) {
 		t.Fatalf("overdue %+v with deadline %v, want %+v with one in [%v, %v]", over[0], deadline, want, start.Add(short), end.Add(short))
 	}
-	if other, err := tokens.Overdue(ctx, QueueID(t), 10); err != nil || len(other) != 0 {
+	if other, err := tokens.Overdue(ctx, queuetest.ID(t), 10); err != nil || len(other) != 0 {
 		t.Fatalf("overdue of another queue: %+v %v, want none", other, err)
 	}
 }
 
 func overdueOrderAndLimit(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
-	q := QueueID(t)
+	q := queuetest.ID(t)
 	for i, user := range []string{"first", "second", "third"} {
 		tok := newToken(t, "tok-"+user)
 		issue(t, q, user, tok)
