@@ -92,7 +92,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	st := tb.waitFor("place 5 in a paused line", 10*time.Second, func(p pageState) bool {
 		return p.Shown["figures"] && p.Position == "5"
 	})
-	if st.Ahead != "4" || st.ETA != "about 3 s" || st.Progress != 0 || !strings.Contains(st.QueueState, "paused") ||
+	if st.Ahead != "4" || st.ETA != "about 1-4 s" || st.Progress != 0 || !strings.Contains(st.QueueState, "paused") ||
 		!strings.HasPrefix(st.Status, "Paused: the line is not moving right now") || st.Kind != "warn" {
 		t.Fatalf("at place 5 of a paused line the page shows: %v", st)
 	}

@@ -24,14 +24,53 @@ func (s Standing) Rate() float64 {
 	return s.ConfiguredRate
 }
 
-// ETA is the expected wait by Little's law: W = L / λ, with L the user's
-// position and λ the admission rate.
+// ETA is the expected wait by Little's law, W = L / λ, with λ the admission
+// rate and L the admissions before the user's own: of the people ahead, the
+// share the queue measured leaving before their turn will not be there.
 func (s Standing) ETA() time.Duration {
+	_, mid, _ := s.etaSeconds()
+	return seconds(mid)
+}
+
+// ETARange is an 80 % interval around ETA. Two things make the wait
+// uncertain: how many of the people ahead will leave (binomially
+// distributed around the measured share), and the admission rate over the
+// wait, which the measured rate only estimates (rateUncertainty of it, one
+// standard deviation). The two are independent; the interval is ETA ± 1.28
+// of their combined standard deviation and half an admission, the low end
+// never below 0.
+func (s Standing) ETARange() (low, high time.Duration) {
+	lo, _, hi := s.etaSeconds()
+	return seconds(lo), seconds(hi)
+}
+
+// rateUncertainty is the relative standard deviation assumed of the
+// admission rate over a wait: the measured rate follows the dispatcher's
+// ticks, and operators and the order path move it.
+const rateUncertainty = 0.08
+
+// z80 is the standard normal quantile of a two-sided 80 % interval.
+const z80 = 1.2816
+
+func (s Standing) etaSeconds() (low, mid, high float64) {
 	rate := s.Rate()
 	if s.Position <= 0 || rate <= 0 {
-		return 0
+		return 0, 0, 0
 	}
-	secs := float64(s.Position) / rate
+	p := min(max(s.LeaveShare, 0), 0.95)
+	ahead := float64(s.Ahead())
+	admissions := ahead*(1-p) + 1
+	mid = admissions / rate
+	sdLeavers := math.Sqrt(ahead*p*(1-p)) / rate
+	sdRate := rateUncertainty * mid
+	// Admissions come whole: half of one more on each side keeps a short
+	// wait's interval from falling between two possible waits.
+	d := z80*math.Sqrt(sdLeavers*sdLeavers+sdRate*sdRate) + 0.5/rate
+	return max(mid-d, 0), mid, mid + d
+}
+
+// seconds is secs as a Duration, saturating.
+func seconds(secs float64) time.Duration {
 	if secs > float64(math.MaxInt64/int64(time.Second)) {
 		return time.Duration(math.MaxInt64)
 	}

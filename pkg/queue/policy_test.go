@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -96,5 +98,71 @@ func TestCapacityIsTheSmallerLimit(t *testing.T) {
 	c.MaxWaitSeconds = 60
 	if got := c.Capacity(); got != 10_500 {
 		t.Fatalf("Capacity = %d, want 10500", got)
+	}
+}
+
+// TestETADiscountsLeavers: of the people ahead, the measured share of
+// leavers is not waited for; the user's own admission always is.
+func TestETADiscountsLeavers(t *testing.T) {
+	tests := []struct {
+		name     string
+		share    float64
+		pos      int64
+		wantSecs float64
+	}{
+		{"nobody leaves", 0, 1001, 100.1},
+		{"three in ten leave", 0.3, 1001, 70.1},
+		{"front of the line waits for itself", 0.3, 1, 0.1},
+		{"a share above 95 % counts as 95 %", 1, 1001, 5.1},
+		{"a negative share counts as none", -0.5, 1001, 100.1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := Standing{State: Waiting, Position: tt.pos, ConfiguredRate: 10, LeaveShare: tt.share}
+			if got := st.ETA().Seconds(); math.Abs(got-tt.wantSecs) > 1e-6 {
+				t.Fatalf("ETA = %vs, want %vs", got, tt.wantSecs)
+			}
+		})
+	}
+}
+
+// TestETARangeCoversEightyPercent: under the model's own assumptions
+// (each person ahead leaves with the measured share, independently; the
+// rate over the wait is off by rateUncertainty, one standard deviation)
+// the interval holds the simulated wait 80 % of the time, give or take
+// sampling, at every position; and it is the formula's, worked by hand
+// for one case.
+func TestETARangeCoversEightyPercent(t *testing.T) {
+	st := Standing{State: Waiting, Position: 401, ConfiguredRate: 10, LeaveShare: 0.25}
+	low, high := st.ETARange()
+	if math.Abs(low.Seconds()-26.77) > 0.01 || math.Abs(high.Seconds()-33.43) > 0.01 {
+		t.Fatalf("range %v..%v, want 26.77s..33.43s", low, high)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, pos := range []int64{2, 20, 200, 2000} {
+		st := Standing{State: Waiting, Position: pos, ConfiguredRate: 20, LeaveShare: 0.3}
+		low, high := st.ETARange()
+		const runs = 4000
+		inside := 0
+		for range runs {
+			stay := 0
+			for range pos - 1 {
+				if rng.Float64() >= 0.3 {
+					stay++
+				}
+			}
+			rate := 20 * (1 + rateUncertainty*rng.NormFloat64())
+			wait := time.Duration(float64(stay+1) / rate * float64(time.Second))
+			if wait >= low && wait <= high {
+				inside++
+			}
+		}
+		share := float64(inside) / runs
+		t.Logf("position %d: %v..%v held %.3f of %d simulated waits", pos, low, high, share, runs)
+		// Few people ahead: the interval spans whole admissions and holds
+		// more; many: it is the 80 % the page promises.
+		if share < 0.76 || (pos >= 200 && share > 0.86) {
+			t.Errorf("position %d: the range %v..%v held %.3f of the simulated waits, want about 0.80", pos, low, high, share)
+		}
 	}
 }

@@ -104,6 +104,11 @@ type Standing struct {
 	// is 0 until a dispatcher has measured one recently.
 	ConfiguredRate float64
 	MeasuredRate   float64
+	// LeaveShare is the measured share of people who left this queue's
+	// line before their turn (of all who left or were admitted), 0 until
+	// enough have: the wait estimate expects that share of the people
+	// ahead not to be there.
+	LeaveShare float64
 }
 
 // Ahead is the number of people in front of the user.

@@ -14,8 +14,14 @@ type View struct {
 	Position   int64  `json:"position"`
 	Ahead      int64  `json:"ahead"`
 	Total      int64  `json:"total"`
-	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting.
+	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting. It
+	// expects the measured share of leavers among the people ahead
+	// (LeaveShare) not to be there.
 	EtaSeconds int64 `json:"etaSeconds"`
+	// EtaLowSeconds and EtaHighSeconds bound an 80 % interval around it
+	// (rounded down and up): what a page shows ("about 4-6 minutes").
+	EtaLowSeconds  int64 `json:"etaLowSeconds"`
+	EtaHighSeconds int64 `json:"etaHighSeconds"`
 	// RetryAfterMs is when to ask again; it grows with the position.
 	RetryAfterMs int64 `json:"retryAfterMs"`
 	// AdmissionRatePerSec is the rate the estimate used (measured if known).
@@ -46,6 +52,8 @@ func NewView(s Standing, withSecret bool) (View, time.Duration) {
 	}
 	if s.State == Waiting {
 		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))
+		low, high := s.ETARange()
+		v.EtaLowSeconds, v.EtaHighSeconds = int64(math.Floor(low.Seconds())), int64(math.Ceil(high.Seconds()))
 	}
 	if t := s.Token; t != nil {
 		if withSecret {

@@ -27,6 +27,9 @@ const (
 	DispatchFieldIssuedTotal  = "issuedTotal"
 	DispatchFieldMeasuredRate = "measuredRate"
 	DispatchFieldLastTickMs   = "lastTickMs"
+	// DispatchFieldLeftTotal counts the people who left the line (leave):
+	// with issuedTotal, the share the wait estimates discount.
+	DispatchFieldLeftTotal = "leftTotal"
 )
 
 // Keys names every key of one queue. Each carries the hash tag {queueId}, so a
@@ -97,11 +100,11 @@ func (k Keys) statsKeys() []string {
 }
 
 func (k Keys) closeKeys() []string {
-	return []string{k.Config(), k.Waiting()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch()}
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch()}
 }
 
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }

@@ -162,18 +162,21 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 	st.MeasuredRate = float(res[3])
 	st.Total, _ = res[4].(int64)
 	st.Position, _ = res[5].(int64)
+	if len(res) >= 7 {
+		st.LeaveShare = float(res[6])
+	}
 	switch outcome {
 	case "WAITING":
 		st.State = queue.Waiting
 	case "ADMITTED", "ORDERING":
 		st.State = queue.Admitted
 		st.Ordering = outcome == "ORDERING"
-		if len(res) >= 10 && res[6] != nil {
+		if len(res) >= 11 && res[7] != nil {
 			st.Token = &queue.Token{
-				Secret:     str(res[6]),
-				ID:         str(res[7]),
-				ActivateAt: msTime(res[8]),
-				ExpiresAt:  msTime(res[9]),
+				Secret:     str(res[7]),
+				ID:         str(res[8]),
+				ActivateAt: msTime(res[9]),
+				ExpiresAt:  msTime(res[10]),
 			}
 		}
 	case "ORDERED":

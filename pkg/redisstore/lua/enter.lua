@@ -17,7 +17,7 @@ if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local now = now_ms()
-local measured = measured_rate(KEYS[6], now)
+local measured = admission_figures(KEYS[6], now)
 local total = redis.call('ZCARD', KEYS[2])
 
 -- A token holder gets the token back, even from a closed queue: it is theirs.

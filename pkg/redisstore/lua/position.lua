@@ -6,7 +6,7 @@ if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local now = now_ms()
-local measured = measured_rate(KEYS[5], now)
+local measured = admission_figures(KEYS[5], now)
 local total = redis.call('ZCARD', KEYS[2])
 
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])

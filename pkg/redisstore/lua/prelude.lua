@@ -4,23 +4,37 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- The dispatcher's measured admission rate, if it measured one in the last
--- five seconds; "0" otherwise (the caller then uses the configured rate).
-local function measured_rate(dispatch_key, now)
-  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs')
+-- What the estimate of a wait needs from the dispatch hash: the
+-- dispatcher's measured admission rate, if it measured one in the last five
+-- seconds ("0" otherwise: the caller then uses the configured rate), and the
+-- share of people who left the line before their turn, of all who left it
+-- or were admitted (leftTotal / (leftTotal + issuedTotal); "0" until twenty
+-- have). {rate, leaveShare}, as strings.
+local function admission_figures(dispatch_key, now)
+  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs', 'leftTotal', 'issuedTotal')
+  local rate, share = '0', '0'
   if d[1] and d[2] and now - tonumber(d[2]) <= 5000 then
-    return d[1]
+    rate = d[1]
   end
-  return '0'
+  local left, issued = tonumber(d[3] or '0') or 0, tonumber(d[4] or '0') or 0
+  if left + issued >= 20 then
+    share = tostring(left / (left + issued))
+  end
+  return {rate, share}
+end
+
+local function measured_rate(dispatch_key, now)
+  return admission_figures(dispatch_key, now)[1]
 end
 
 -- Reply layout shared with standingReply in Go:
 -- {outcome, queueState, configuredRate, measuredRate, total, position,
---  token, tokenId, activateAt, expiresAt}
-local function reply(outcome, cfg_state, cfg_rate, measured, total, position, tok)
-  local r = {outcome, cfg_state, cfg_rate, measured, total, position}
+--  leaveShare, token, tokenId, activateAt, expiresAt}; figures is what
+-- admission_figures returned.
+local function reply(outcome, cfg_state, cfg_rate, figures, total, position, tok)
+  local r = {outcome, cfg_state, cfg_rate, figures[1], total, position, figures[2]}
   if tok then
-    r[7], r[8], r[9], r[10] = tok[1], tok[2], tok[3], tok[4]
+    r[8], r[9], r[10], r[11] = tok[1], tok[2], tok[3], tok[4]
   end
   return r
 end

@@ -69,6 +69,18 @@ function humanWait(s) {
   const m = Math.round(s / 60);
   return m < 60 ? `about ${m} min` : `about ${Math.floor(m / 60)} h ${m % 60} min`;
 }
+
+// waitRange says the estimate as the range it is ("about 4-6 min"), in the
+// unit of its high end; one figure where the range rounds to one.
+function waitRange(low, eta, high) {
+  if (!(high > low)) return humanWait(eta);
+  if (high <= 0) return 'any moment now';
+  if (high < 60) return low === high ? `about ${high} s` : `about ${low}-${high} s`;
+  const lo = Math.max(Math.floor(low / 60), 0);
+  const hi = Math.max(Math.ceil(high / 60), 1);
+  if (hi >= 60) return `${humanWait(low)} to ${humanWait(high).replace('about ', '')}`;
+  return lo === hi ? `about ${hi} min` : `about ${lo}-${hi} min`;
+}
 const duration = (s) => (s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`);
 
 // ---- identity ----
@@ -347,7 +359,7 @@ function waiting(s) {
   show('figures', true);
   $('position').textContent = s.position;
   $('ahead').textContent = s.ahead;
-  $('eta').textContent = humanWait(s.etaSeconds);
+  $('eta').textContent = waitRange(s.etaLowSeconds, s.etaSeconds, s.etaHighSeconds);
   const paused = s.queueState === 'PAUSED';
   $('queue-state').textContent = paused ? '❚❚ paused' : '▶ moving';
   setProgress(1 - s.position / S.firstPosition);
