@@ -27,9 +27,12 @@ const (
 	DispatchFieldIssuedTotal  = "issuedTotal"
 	DispatchFieldMeasuredRate = "measuredRate"
 	DispatchFieldLastTickMs   = "lastTickMs"
-	// DispatchFieldLeftTotal counts the people who left the line (leave):
-	// with issuedTotal, the share the wait estimates discount.
+	// DispatchFieldLeftTotal counts the people who left the line (leave).
 	DispatchFieldLeftTotal = "leftTotal"
+	// DispatchFieldLeftResolved counts those of them who entered before the
+	// last person admitted: with issuedTotal, the share of a resolved
+	// cohort that left, which the wait estimates discount.
+	DispatchFieldLeftResolved = "leftResolved"
 )
 
 // Keys names every key of one queue. Each carries the hash tag {queueId}, so a
@@ -60,6 +63,12 @@ func (k Keys) Active() string { return k.prefix + "active" }
 // Inflight is the consumed tokens whose order is unsettled (zset:
 // "<token id>:<user>" -> lease deadline ms).
 func (k Keys) Inflight() string { return k.prefix + "inflight" }
+
+// Left holds the people who left the line and whose cohort is not resolved
+// yet (zset, member "<seq>:<user>", score their place's sequence number):
+// the admission of a later place resolves them into the dispatch hash's
+// leftResolved.
+func (k Keys) Left() string { return k.prefix + "left" }
 
 // Consumed keeps what a restore needs to put one user's consumed token back
 // (string: tokenId|secret|activateAt|expiresAt|orderId|seq), with an expiry:
@@ -104,7 +113,7 @@ func (k Keys) closeKeys() []string {
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left()}
 }
 
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }

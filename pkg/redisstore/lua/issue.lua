@@ -48,7 +48,7 @@ end
 -- The epoch stays an hour, so a re-created queue keeps fencing old leaders.
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -127,6 +127,7 @@ if cfg[1] == 'OPEN' then
       redis.call('EXISTS', prefix .. 'token:' .. heads[i])
       redis.call('EXISTS', prefix .. 'status:' .. heads[i])
     end
+    redis.call('EXISTS', prefix .. 'left')
   end
 end
 
@@ -159,6 +160,14 @@ local spread = tonumber(cfg[5])
 local issued = #heads / 2
 if issued > 0 then
   redis.call('ZPOPMIN', KEYS[2], issued)
+  -- Everyone who entered before the last person admitted now is resolved:
+  -- admitted, or in left. Those leavers join leftResolved.
+  local before = '(' .. heads[2 * issued]
+  local resolved = redis.call('ZCOUNT', prefix .. 'left', '-inf', before)
+  if resolved > 0 then
+    redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
+    redis.call('HINCRBY', KEYS[4], 'leftResolved', resolved)
+  end
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]

@@ -1,12 +1,21 @@
 -- leave: take a user out of the line. A person who was waiting is counted
--- in leftTotal, which the wait estimates discount the people ahead by.
--- KEYS: 1 config, 2 waiting, 3 dispatch
+-- in leftTotal and kept in left under their place's sequence number until
+-- the admission of a later place resolves their cohort (issue): the wait
+-- estimates discount the people ahead by the share of a resolved cohort
+-- that left, which the leavers of the unresolved part would inflate (they
+-- are out before the stayers of their cohort are in).
+-- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left
 -- ARGV: 1 user id
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
-local removed = redis.call('ZREM', KEYS[2], ARGV[1])
-if removed == 1 then
-  redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score then
+  return 0
 end
-return removed
+-- A sequence number, whatever type the protocol gave the score.
+local seq = string.format('%d', tonumber(score))
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[4], seq, seq .. ':' .. ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
+return 1

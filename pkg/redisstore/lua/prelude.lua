@@ -7,11 +7,12 @@ end
 -- What the estimate of a wait needs from the dispatch hash: the
 -- dispatcher's measured admission rate, if it measured one in the last five
 -- seconds ("0" otherwise: the caller then uses the configured rate), and the
--- share of people who left the line before their turn, of all who left it
--- or were admitted (leftTotal / (leftTotal + issuedTotal); "0" until twenty
--- have). {rate, leaveShare}, as strings.
+-- share of people who left the line before their turn, of the resolved
+-- cohort: everyone who entered before the last person admitted
+-- (leftResolved / (leftResolved + issuedTotal); "0" until twenty). {rate,
+-- leaveShare}, as strings.
 local function admission_figures(dispatch_key, now)
-  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs', 'leftTotal', 'issuedTotal')
+  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs', 'leftResolved', 'issuedTotal')
   local rate, share = '0', '0'
   if d[1] and d[2] and now - tonumber(d[2]) <= 5000 then
     rate = d[1]
