@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # `make demo`: start the stack (make run) in the background, create the queue
 # "loadtest" (175 admissions/s) and the product "loadtest-tee" (stock 1000),
-# run the load generator with 2000 users, print its report, stop the stack.
-# Env: USERS (2000), RATE (175), STOCK (1000), QUEUE (loadtest).
+# run the load generator with 2000 users, print its report; then the ETA
+# drill: 1,000 users entering over 10 s a queue admitting 20/s, three in ten
+# leaving at a random moment of the wait they were told, and the report's
+# ETA line; stop the stack.
+# Env: USERS (2000), RATE (175), STOCK (1000), QUEUE (loadtest); ETA_USERS
+# (1000), ETA_RATE (20), LEAVE (0.3) for the drill (ETA_USERS=0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 USERS=${USERS:-2000} RATE=${RATE:-175} STOCK=${STOCK:-1000} QUEUE=${QUEUE:-loadtest}
+ETA_USERS=${ETA_USERS:-1000} ETA_RATE=${ETA_RATE:-20} LEAVE=${LEAVE:-0.3}
 GATEWAY=http://127.0.0.1:8080 ORDERS=http://127.0.0.1:8081
 log=$(mktemp /tmp/waitingroom-demo.XXXXXX.log)
 
@@ -30,11 +35,38 @@ grep -q 'waiting room is up' "$log" || { tail -20 "$log"; echo "stack did not co
 
 admin=$(curl -fsS -X POST "$GATEWAY/api/v1/dev/token" -H 'Content-Type: application/json' \
   -d '{"userId":"loadgen-admin","role":"admin"}' | jq -r .token)
+# led waits until a dispatcher leads queue $1 (its ticks make a measured
+# rate), as a sale's queue is led before the sale opens: a queue created a
+# moment before the crowd admits nobody until its lease is taken, a delay no
+# estimate given at entry counts.
+led() {
+  for _ in $(seq 1 100); do
+    r=$(curl -fsS "$GATEWAY/admin/v1/queues/$1" -H "Authorization: Bearer $admin" | jq -r .measuredRatePerSec)
+    [ "$r" != "0" ] && [ "$r" != "null" ] && return 0
+    sleep 0.1
+  done
+  echo "no dispatcher leads $1 after 10 s" >&2
+  return 1
+}
 # A fresh line: drop an old one, then create it with the rate.
 curl -fsS -X DELETE "$GATEWAY/admin/v1/queues/$QUEUE" -H "Authorization: Bearer $admin" >/dev/null 2>&1 || true
 curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$QUEUE" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
   -d "{\"state\":\"OPEN\",\"admissionRatePerSec\":$RATE,\"maxQueueSize\":1000000}" >/dev/null
 curl -fsS -X PUT "$ORDERS/admin/v1/products/$QUEUE-tee" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
   -d "{\"queueId\":\"$QUEUE\",\"name\":\"Load test tee\",\"stock\":$STOCK,\"priceCents\":100}" >/dev/null
+led "$QUEUE"
 echo "queue $QUEUE at $RATE/s, product $QUEUE-tee with stock $STOCK; $USERS users"
 bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE" -product "$QUEUE-tee" -users "$USERS" "$@"
+
+[ "$ETA_USERS" -gt 0 ] || exit 0
+# The ETA drill: a line long enough to estimate (about 30 s of waiting at
+# the end), stock for everyone, three in ten leaving.
+curl -fsS -X DELETE "$GATEWAY/admin/v1/queues/$QUEUE-eta" -H "Authorization: Bearer $admin" >/dev/null 2>&1 || true
+curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$QUEUE-eta" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+  -d "{\"state\":\"OPEN\",\"admissionRatePerSec\":$ETA_RATE,\"maxQueueSize\":1000000}" >/dev/null
+curl -fsS -X PUT "$ORDERS/admin/v1/products/$QUEUE-eta-tee" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+  -d "{\"queueId\":\"$QUEUE-eta\",\"name\":\"ETA drill tee\",\"stock\":$ETA_USERS,\"priceCents\":100}" >/dev/null
+led "$QUEUE-eta"
+echo "ETA drill: queue $QUEUE-eta at $ETA_RATE/s; $ETA_USERS users entering over 10 s, $LEAVE of them leaving"
+bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE-eta" -product "$QUEUE-eta-tee" -users "$ETA_USERS" \
+  -enter-within 10s -leave "$LEAVE" -quiet

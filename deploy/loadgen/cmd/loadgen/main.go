@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -44,6 +45,9 @@ type standing struct {
 	Token        string  `json:"token"`
 	TokenID      string  `json:"tokenId"`
 	ActivateAt   string  `json:"activateAt"`
+	Eta          int64   `json:"etaSeconds"`
+	EtaLow       int64   `json:"etaLowSeconds"`
+	EtaHigh      int64   `json:"etaHighSeconds"`
 }
 
 type cfg struct {
@@ -52,6 +56,9 @@ type cfg struct {
 	enterWithin, timeout, maxWait                      time.Duration
 	prefix                                             string
 	noEvents, quiet                                    bool
+	// leave is the share of users who leave the line, each at a random
+	// moment of the wait they were told at entry.
+	leave float64
 }
 
 // latencies is a thread-safe latency recorder.
@@ -83,6 +90,9 @@ type user struct {
 	final         string // ORDERED, SOLD_OUT, EXPIRED, TIMEOUT, ERROR, ...
 	orderStatus   int
 	admittedIndex int64
+	// The wait the gateway announced at entry (WAITING only), seconds.
+	eta, etaLow, etaHigh int64
+	leaves               bool
 }
 
 type stats struct {
@@ -121,6 +131,7 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up after this long (default: users/rate x 1.5 + 60s)")
 	flag.StringVar(&c.prefix, "user-prefix", "", "user id prefix (default: lg<unix time>-)")
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress line")
+	flag.Float64Var(&c.leave, "leave", 0, "share of users who leave the line at a random moment of the wait they were told (0..1)")
 	mint := flag.Int("mint", 0, "only write this many signed dev JWTs (one a line, users <user-prefix>0..N-1) to stdout and exit")
 	flag.Parse()
 	if c.prefix == "" {
@@ -206,7 +217,7 @@ func run(c cfg) int {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		users[i] = &user{id: id, jwt: tok}
+		users[i] = &user{id: id, jwt: tok, leaves: rand.Float64() < c.leave}
 	}
 
 	var st stats
@@ -381,6 +392,13 @@ func journey(ctx context.Context, hc *http.Client, sem chan struct{}, c cfg, u *
 	}
 	u.enteredAt = time.Now()
 	u.enterPos = s.Position
+	var leaveAt time.Time
+	if s.State == "WAITING" {
+		u.eta, u.etaLow, u.etaHigh = s.Eta, s.EtaLow, s.EtaHigh
+		if u.leaves {
+			leaveAt = u.enteredAt.Add(time.Duration(rand.Float64() * 0.9 * float64(s.Eta) * float64(time.Second)))
+		}
+	}
 	st.waiting.Add(1)
 	waiting := true
 	defer func() {
@@ -393,6 +411,18 @@ func journey(ctx context.Context, hc *http.Client, sem chan struct{}, c cfg, u *
 		d := time.Duration(s.RetryAfterMs) * time.Millisecond
 		if d <= 0 {
 			d = time.Second
+		}
+		if !leaveAt.IsZero() && time.Now().Add(d).After(leaveAt) {
+			if !sleepCtx(ctx, time.Until(leaveAt)) {
+				u.final = "TIMEOUT"
+				return
+			}
+			if r, _, err := do(ctx, hc, sem, http.MethodDelete, base+"/position", u.jwt, nil, nil); err == nil && r.code == http.StatusNoContent {
+				u.final = "LEFT"
+				return
+			}
+			leaveAt = time.Time{} // admitted meanwhile, or the call failed: stay
+			continue
 		}
 		if !sleepCtx(ctx, d) {
 			u.final = "TIMEOUT"
@@ -662,7 +692,14 @@ func report(ctx context.Context, hc *http.Client, c cfg, users []*user, st *stat
 			if !ta.Equal(tb) {
 				return ta.Before(tb)
 			}
-			return a.GetActivateAt().AsTime().Before(b.GetActivateAt().AsTime())
+			aa, ba := a.GetActivateAt().AsTime(), b.GetActivateAt().AsTime()
+			if !aa.Equal(ba) {
+				return aa.Before(ba)
+			}
+			// Same tick and no activation spread (activationSpreadMs 0):
+			// the events carry no order of their own, so none is an
+			// inversion.
+			return a.GetSequence() < b.GetSequence()
 		})
 		inv := 0
 		var maxSeq uint64
@@ -698,7 +735,8 @@ func report(ctx context.Context, hc *http.Client, c cfg, users []*user, st *stat
 		}
 		lost := 0
 		for _, u := range users {
-			if ev.issuedByTok[u.id] > 0 && u.admittedAt.IsZero() {
+			// One who left may have been admitted just before: not lost.
+			if ev.issuedByTok[u.id] > 0 && u.admittedAt.IsZero() && u.final != "LEFT" {
 				lost++
 			}
 		}
@@ -717,6 +755,7 @@ func report(ctx context.Context, hc *http.Client, c cfg, users []*user, st *stat
 			failed += n
 		}
 		fmt.Fprintf(out, "FIFO: %d TokenIssued, %d sequence inversions (exact), %d users overtaken by someone who entered after them\n", len(issued), inv, overtaken)
+		etaReport(out, issued, byID, finals["LEFT"])
 		fmt.Fprintf(out, "tokens: issued twice %d, issued but never seen ADMITTED (lost) %d, seen ADMITTED without TokenIssued %d, duplicate deliveries %d\n",
 			twice, lost, notOnExchange, ev.dups)
 		fmt.Fprintf(out, "events vs state: TokenIssued %d vs admitted %d; OrderCreated %d vs 201s %d; OrderFailed %d vs 409s+errors %d; TokenExpired %d; TokenRestored %d\n",
@@ -764,4 +803,32 @@ func mintTokens(n int, prefix string) int {
 		w.WriteByte('\n')
 	}
 	return 0
+}
+
+// etaReport compares the wait each admitted user was told at entry with the
+// wait they had, entry answer to TokenIssued.occurred_at: the median and p90
+// relative error, and the share admitted inside the 80 % interval shown.
+func etaReport(out io.Writer, issued []*wrv1.TokenIssued, byID map[string]*user, left int) {
+	var rel []float64
+	inside := 0
+	seen := map[string]bool{}
+	for _, e := range issued {
+		u := byID[e.GetUserId()]
+		if u == nil || seen[u.id] || u.enteredAt.IsZero() || u.eta == 0 {
+			continue
+		}
+		seen[u.id] = true
+		waited := e.GetOccurredAt().AsTime().Sub(u.enteredAt).Seconds()
+		rel = append(rel, math.Abs(waited-float64(u.eta))/math.Max(waited, 0.1))
+		if waited >= float64(u.etaLow) && waited <= float64(u.etaHigh) {
+			inside++
+		}
+	}
+	if len(rel) == 0 {
+		fmt.Fprintln(out, "ETA: nobody admitted after waiting")
+		return
+	}
+	sort.Float64s(rel)
+	fmt.Fprintf(out, "ETA: %d admitted after waiting (%d left the line): relative error of etaSeconds at entry median %.3f, p90 %.3f; %.3f admitted inside the 80 %% interval shown\n",
+		len(rel), left, rel[len(rel)/2], rel[len(rel)*9/10], float64(inside)/float64(len(rel)))
 }

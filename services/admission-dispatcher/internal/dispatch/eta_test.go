@@ -112,6 +112,23 @@ func TestETAHoldsWithThreeInTenLeaving(t *testing.T) {
 			inside++
 		}
 	}
+	// Admission kept entry order: the people admitted, in the order of
+	// their TokenIssued events, entered in that order.
+	inversions := 0
+	var prev int64 = -1
+	for _, e := range c.pub.of(queue.EventTokenIssued) {
+		if e.QueueID != q {
+			continue
+		}
+		if n := seqOf(t, e); n < prev {
+			inversions++
+		} else {
+			prev = n
+		}
+	}
+	if inversions != 0 {
+		t.Errorf("%d TokenIssued out of entry order", inversions)
+	}
 	slices.Sort(relErr)
 	median := relErr[len(relErr)/2]
 	p90 := relErr[len(relErr)*9/10]
