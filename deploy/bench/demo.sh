@@ -48,25 +48,25 @@ led() {
   echo "no dispatcher leads $1 after 10 s" >&2
   return 1
 }
-# A fresh line: drop an old one, then create it with the rate.
-curl -fsS -X DELETE "$GATEWAY/admin/v1/queues/$QUEUE" -H "Authorization: Bearer $admin" >/dev/null 2>&1 || true
-curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$QUEUE" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-  -d "{\"state\":\"OPEN\",\"admissionRatePerSec\":$RATE,\"maxQueueSize\":1000000}" >/dev/null
-curl -fsS -X PUT "$ORDERS/admin/v1/products/$QUEUE-tee" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-  -d "{\"queueId\":\"$QUEUE\",\"name\":\"Load test tee\",\"stock\":$STOCK,\"priceCents\":100}" >/dev/null
-led "$QUEUE"
+# sale makes queue $1 a fresh line admitting $2/s (an old one is dropped; the
+# knobs a demo sets are all given, so none is left from an earlier run) with
+# the product $1-tee of stock $3, and waits until a dispatcher leads it.
+sale() {
+  curl -fsS -X DELETE "$GATEWAY/admin/v1/queues/$1" -H "Authorization: Bearer $admin" >/dev/null 2>&1 || true
+  curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$1" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -d "{\"state\":\"OPEN\",\"admissionRatePerSec\":$2,\"maxQueueSize\":1000000,\"activationSpreadMs\":2000}" >/dev/null
+  curl -fsS -X PUT "$ORDERS/admin/v1/products/$1-tee" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    -d "{\"queueId\":\"$1\",\"name\":\"Demo tee\",\"stock\":$3,\"priceCents\":100}" >/dev/null
+  led "$1"
+}
+sale "$QUEUE" "$RATE" "$STOCK"
 echo "queue $QUEUE at $RATE/s, product $QUEUE-tee with stock $STOCK; $USERS users"
 bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE" -product "$QUEUE-tee" -users "$USERS" "$@"
 
 [ "$ETA_USERS" -gt 0 ] || exit 0
 # The ETA drill: a line long enough to estimate (about 30 s of waiting at
 # the end), stock for everyone, three in ten leaving.
-curl -fsS -X DELETE "$GATEWAY/admin/v1/queues/$QUEUE-eta" -H "Authorization: Bearer $admin" >/dev/null 2>&1 || true
-curl -fsS -X PUT "$GATEWAY/admin/v1/queues/$QUEUE-eta" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-  -d "{\"state\":\"OPEN\",\"admissionRatePerSec\":$ETA_RATE,\"maxQueueSize\":1000000}" >/dev/null
-curl -fsS -X PUT "$ORDERS/admin/v1/products/$QUEUE-eta-tee" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-  -d "{\"queueId\":\"$QUEUE-eta\",\"name\":\"ETA drill tee\",\"stock\":$ETA_USERS,\"priceCents\":100}" >/dev/null
-led "$QUEUE-eta"
+sale "$QUEUE-eta" "$ETA_RATE" "$ETA_USERS"
 echo "ETA drill: queue $QUEUE-eta at $ETA_RATE/s; $ETA_USERS users entering over 10 s, $LEAVE of them leaving"
 bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE-eta" -product "$QUEUE-eta-tee" -users "$ETA_USERS" \
   -enter-within 10s -leave "$LEAVE" -quiet
