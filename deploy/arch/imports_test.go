@@ -103,7 +103,25 @@ func TestImportRules(t *testing.T) {
 // import path; the standard library is left out.
 func goListDeps(t *testing.T, roots []string) map[string][]string {
 	t.Helper()
-	args := append([]string{"list", "-deps", "-json=ImportPath,Imports,Error,Standard"}, roots...)
+	graph := map[string][]string{}
+	for _, p := range goList(t, append([]string{"-deps"}, roots...)...) {
+		if !p.Standard {
+			graph[p.ImportPath] = p.Imports
+		}
+	}
+	for _, r := range roots {
+		if _, ok := graph[r]; !ok {
+			t.Fatalf("go list did not list %s", r)
+		}
+	}
+	return graph
+}
+
+// goList runs go list -json with args (flags, then packages) and returns
+// what it says of each package, failing the test on any package's error.
+func goList(t *testing.T, args ...string) []pkgInfo {
+	t.Helper()
+	args = append([]string{"list", "-json=ImportPath,Imports,Error,Standard"}, args...)
 	cmd := exec.Command("go", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -112,7 +130,7 @@ func goListDeps(t *testing.T, roots []string) map[string][]string {
 		t.Fatalf("go %s: %v\n%s(run it inside the workspace of go.work: the rules name packages of every module)",
 			strings.Join(args, " "), err, stderr.String())
 	}
-	graph := map[string][]string{}
+	var pkgs []pkgInfo
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkgInfo
@@ -124,16 +142,9 @@ func goListDeps(t *testing.T, roots []string) map[string][]string {
 		if p.Error != nil {
 			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
 		}
-		if !p.Standard {
-			graph[p.ImportPath] = p.Imports
-		}
+		pkgs = append(pkgs, p)
 	}
-	for _, r := range roots {
-		if _, ok := graph[r]; !ok {
-			t.Fatalf("go list did not list %s", r)
-		}
-	}
-	return graph
+	return pkgs
 }
 
 // importChain is the shortest chain of imports from root to a package

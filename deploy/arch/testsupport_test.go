@@ -1,11 +1,6 @@
 package arch
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"io"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -23,25 +18,8 @@ func testSupport(path string) bool {
 // a test-support package (a binary would then link package testing and
 // the fakes). Test-support packages may import each other.
 func TestTestSupportOnlyInTests(t *testing.T) {
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Error", mod+"...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list %s...: %v\n%s(run it inside the workspace of go.work)", mod, err, stderr.String())
-	}
 	var support []string
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p pkgInfo
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("go list output: %v", err)
-		}
-		if p.Error != nil {
-			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
-		}
+	for _, p := range goList(t, mod+"...") {
 		if testSupport(p.ImportPath) {
 			support = append(support, strings.TrimPrefix(p.ImportPath, mod))
 			continue

@@ -28,7 +28,7 @@ func (s Standing) Rate() float64 {
 // rate and L the admissions before the user's own: of the people ahead, the
 // share the queue measured leaving before their turn will not be there.
 func (s Standing) ETA() time.Duration {
-	_, mid, _ := s.etaSeconds()
+	mid, _, _, _ := s.expected()
 	return seconds(mid)
 }
 
@@ -40,8 +40,16 @@ func (s Standing) ETA() time.Duration {
 // of their combined standard deviation and half an admission, the low end
 // never below 0.
 func (s Standing) ETARange() (low, high time.Duration) {
-	lo, _, hi := s.etaSeconds()
-	return seconds(lo), seconds(hi)
+	mid, ahead, p, rate := s.expected()
+	if rate <= 0 {
+		return 0, 0
+	}
+	sdLeavers := math.Sqrt(ahead*p*(1-p)) / rate
+	sdRate := rateUncertainty * mid
+	// Admissions come whole: half of one more on each side keeps a short
+	// wait's interval from falling between two possible waits.
+	d := z80*math.Sqrt(sdLeavers*sdLeavers+sdRate*sdRate) + 0.5/rate
+	return seconds(max(mid-d, 0)), seconds(mid + d)
 }
 
 // rateUncertainty is the relative standard deviation assumed of the
@@ -52,21 +60,17 @@ const rateUncertainty = 0.08
 // z80 is the standard normal quantile of a two-sided 80 % interval.
 const z80 = 1.2816
 
-func (s Standing) etaSeconds() (low, mid, high float64) {
-	rate := s.Rate()
+// expected is the expected wait in seconds and what it was made of: the
+// people ahead, the leave share applied to them, the rate; all 0 when the
+// user is not in line or nothing admits.
+func (s Standing) expected() (mid, ahead, p, rate float64) {
+	rate = s.Rate()
 	if s.Position <= 0 || rate <= 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
-	p := min(max(s.LeaveShare, 0), 0.95)
-	ahead := float64(s.Ahead())
-	admissions := ahead*(1-p) + 1
-	mid = admissions / rate
-	sdLeavers := math.Sqrt(ahead*p*(1-p)) / rate
-	sdRate := rateUncertainty * mid
-	// Admissions come whole: half of one more on each side keeps a short
-	// wait's interval from falling between two possible waits.
-	d := z80*math.Sqrt(sdLeavers*sdLeavers+sdRate*sdRate) + 0.5/rate
-	return max(mid-d, 0), mid, mid + d
+	p = min(max(s.LeaveShare, 0), 0.95)
+	ahead = float64(s.Ahead())
+	return (ahead*(1-p) + 1) / rate, ahead, p, rate
 }
 
 // seconds is secs as a Duration, saturating.

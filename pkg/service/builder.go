@@ -152,6 +152,6 @@ func (b *Builder) Listen(l Listeners) (*Wired, error) {
 	}
 	b.Group.Listen("ops listener", ops)
 	w.Ops = ops
-	b.Group.drain = append([]func(){health.Drain}, b.Group.drain...)
+	b.Group.OnDrainFirst(health.Drain)
 	return w, nil
 }

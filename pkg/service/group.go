@@ -75,6 +75,10 @@ func (g *Group) Listen(name string, l Listener) {
 // component still runs: stop taking new work.
 func (g *Group) OnDrain(f func()) { g.drain = append(g.drain, f) }
 
+// OnDrainFirst adds a drain hook that runs before every other one, however
+// late it is added: readiness must fail before streams are dropped.
+func (g *Group) OnDrainFirst(f func()) { g.drain = append([]func(){f}, g.drain...) }
+
 // Defer adds a resource to close once every component has returned.
 // Resources close in reverse order of adding.
 func (g *Group) Defer(name string, close func() error) {

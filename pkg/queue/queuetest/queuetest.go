@@ -18,3 +18,23 @@ func ID(t testing.TB) string {
 	}
 	return "contract-" + hex.EncodeToString(b)
 }
+
+// Case is one case of a contract suite over a port P, seeded with S (what
+// puts state into the port the way production does).
+type Case[P, S any] struct {
+	Name string
+	Run  func(t *testing.T, port P, seed S)
+}
+
+// RunContract runs every case as a parallel subtest, each on a fresh,
+// empty port and its seeder from newPort.
+func RunContract[P, S any](t *testing.T, newPort func(t *testing.T) (P, S), cases []Case[P, S]) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			t.Parallel()
+			port, seed := newPort(t)
+			c.Run(t, port, seed)
+		})
+	}
+}

@@ -163,9 +163,8 @@ if issued > 0 then
   -- Everyone who entered before the last person admitted now is resolved:
   -- admitted, or in left. Those leavers join leftResolved.
   local before = '(' .. heads[2 * issued]
-  local resolved = redis.call('ZCOUNT', prefix .. 'left', '-inf', before)
+  local resolved = redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
   if resolved > 0 then
-    redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
     redis.call('HINCRBY', KEYS[4], 'leftResolved', resolved)
   end
 end

@@ -23,23 +23,14 @@ type NewStoreFunc func(t *testing.T) (restore.Store, Seeder)
 // OrderFailed is delivered, and anything else is a duplicate that changes
 // nothing. Every case starts from an empty store and runs in parallel.
 func RunStoreContract(t *testing.T, newStore NewStoreFunc) {
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, s restore.Store, seed Seeder)
-	}{
-		{"RestorableFailureGivesTheTokenBackOnce", restoredOnce},
-		{"NotRestorableFailureFreesTheSlot", freed},
-		{"ExpiredTokenIsNotGivenBack", expired},
-		{"AnythingButTheAttemptInFlightIsADuplicate", duplicates},
-		{"LateRedeliveryAfterTheTokenWasReusedChangesNothing", lateRedelivery},
-		{"ConcurrentRedeliveriesRestoreOnce", concurrentRestores},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			s, seed := newStore(t)
-			c.run(t, s, seed)
-		})
-	}
+	queuetest.RunContract(t, newStore, []queuetest.Case[restore.Store, Seeder]{
+		{Name: "RestorableFailureGivesTheTokenBackOnce", Run: restoredOnce},
+		{Name: "NotRestorableFailureFreesTheSlot", Run: freed},
+		{Name: "ExpiredTokenIsNotGivenBack", Run: expired},
+		{Name: "AnythingButTheAttemptInFlightIsADuplicate", Run: duplicates},
+		{Name: "LateRedeliveryAfterTheTokenWasReusedChangesNothing", Run: lateRedelivery},
+		{Name: "ConcurrentRedeliveriesRestoreOnce", Run: concurrentRestores},
+	})
 }
 
 func randomHex(t *testing.T, n int) string {

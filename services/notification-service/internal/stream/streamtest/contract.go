@@ -22,22 +22,13 @@ type NewPositionsFunc func(t *testing.T) (Positions, Seeder)
 // does not state. Every case starts from an empty store and runs in
 // parallel.
 func RunPositionsContract(t *testing.T, newPositions NewPositionsFunc) {
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, p Positions, seed Seeder)
-	}{
-		{"UnknownQueueIsNotFound", unknownQueue},
-		{"WaitingUsersStandInOrderOfEntry", waitingInOrder},
-		{"AnAdmittedUserHasItsToken", admittedHasToken},
-		{"AStrangerIsNotInTheLine", stranger},
-		{"PositionManyReadsWhatPositionReads", manyAgrees},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			p, seed := newPositions(t)
-			c.run(t, p, seed)
-		})
-	}
+	queuetest.RunContract(t, newPositions, []queuetest.Case[Positions, Seeder]{
+		{Name: "UnknownQueueIsNotFound", Run: unknownQueue},
+		{Name: "WaitingUsersStandInOrderOfEntry", Run: waitingInOrder},
+		{Name: "AnAdmittedUserHasItsToken", Run: admittedHasToken},
+		{Name: "AStrangerIsNotInTheLine", Run: stranger},
+		{Name: "PositionManyReadsWhatPositionReads", Run: manyAgrees},
+	})
 }
 
 const rate = 40

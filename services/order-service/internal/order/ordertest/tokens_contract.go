@@ -26,28 +26,19 @@ type NewTokensFunc func(t *testing.T) (order.Tokens, Issuer)
 // Every case starts from an empty store and runs in parallel with the
 // others; times are the store's own clock, which the cases only bound.
 func RunTokensContract(t *testing.T, newTokens NewTokensFunc) {
-	for _, c := range []struct {
-		name string
-		run  func(t *testing.T, tokens order.Tokens, issue Issuer)
-	}{
-		{"CheckSortsPresentedSecrets", checkSortsSecrets},
-		{"ConsumeTakesATokenOnce", consumeTakesOnce},
-		{"ConsumeRepeatedByItsCallerAnswersAlike", consumeRepeated},
-		{"ConsumeCarriesTheQueuesOrderLimit", consumeCarriesOrderLimit},
-		{"ConsumeRefusesOtherSecretsUsersAndQueues", consumeRefuses},
-		{"TokenNotActiveYetIsNotConsumed", notActiveYet},
-		{"ExpiredTokenIsInvalid", expiredToken},
-		{"ConcurrentConsumesHaveOneWinner", concurrentConsumes},
-		{"SettleAnswersTrueOncePerAttempt", settleOnce},
-		{"OverdueListsOnlyEndedLeases", overdueEndedOnly},
-		{"OverdueIsEarliestFirstAndBounded", overdueOrderAndLimit},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			tokens, issue := newTokens(t)
-			c.run(t, tokens, issue)
-		})
-	}
+	queuetest.RunContract(t, newTokens, []queuetest.Case[order.Tokens, Issuer]{
+		{Name: "CheckSortsPresentedSecrets", Run: checkSortsSecrets},
+		{Name: "ConsumeTakesATokenOnce", Run: consumeTakesOnce},
+		{Name: "ConsumeRepeatedByItsCallerAnswersAlike", Run: consumeRepeated},
+		{Name: "ConsumeCarriesTheQueuesOrderLimit", Run: consumeCarriesOrderLimit},
+		{Name: "ConsumeRefusesOtherSecretsUsersAndQueues", Run: consumeRefuses},
+		{Name: "TokenNotActiveYetIsNotConsumed", Run: notActiveYet},
+		{Name: "ExpiredTokenIsInvalid", Run: expiredToken},
+		{Name: "ConcurrentConsumesHaveOneWinner", Run: concurrentConsumes},
+		{Name: "SettleAnswersTrueOncePerAttempt", Run: settleOnce},
+		{Name: "OverdueListsOnlyEndedLeases", Run: overdueEndedOnly},
+		{Name: "OverdueIsEarliestFirstAndBounded", Run: overdueOrderAndLimit},
+	})
 }
 
 // secret is a fresh 32-hex-character secret, as real tokens have.
