@@ -98,7 +98,10 @@ stop() {
     while [[ -z $hurry ]] && ((SECONDS < deadline)); do
       left=$(running)
       [[ -n $left ]] || break
-      sleep 0.1
+      # We are inside the first signal's trap, which bash does not run
+      # again for a second one until it returns: a second Ctrl-C shows as
+      # the sleep it interrupts (the terminal signals the whole group).
+      sleep 0.1 || hurry=1
     done
     left=$(running)
     if [[ -n $left ]]; then

@@ -42,7 +42,7 @@ func TestBuilderServesAndDrainsReadinessFirst(t *testing.T) {
 		j.add(fmt.Sprintf("drain hook saw readyz %d", rec.Code))
 	})
 	api := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("api")) })
-	w, err := b.Listen(Listeners{API: api, APIAddr: addr(t), OpsAddr: addr(t), Timeouts: config.HTTP{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}})
+	w, err := b.Listen(Listeners{API: api, APIAddr: addr(t), OpsAddr: addr(t), Timeouts: config.HTTP{ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second, ShutdownTimeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
