@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Config holds a queue's knobs. Every field can be changed live.
@@ -34,6 +35,11 @@ type Config struct {
 	// queue, over all their entries; 0 means no limit. The order-service
 	// enforces it in the order transaction.
 	MaxOrdersPerUser int64 `json:"maxOrdersPerUser"`
+	// StartsAt, when set, is when the sale starts: until then entrants are
+	// pre-queued, and at StartsAt they are placed in a random order (drawn
+	// from a seed committed when StartsAt was set), all ahead of anyone
+	// who enters after it. It can change until the start, not after.
+	StartsAt time.Time `json:"startsAt,omitzero"`
 }
 
 // EnterChallenge is a queue's challenge at enter.
@@ -61,6 +67,8 @@ const (
 	MinPowDifficultyBits  = 1
 	MaxPowDifficultyBits  = 32
 	MaxMaxOrdersPerUser   = 1000
+	// MaxStartsAhead is the furthest ahead a start time may be set.
+	MaxStartsAhead = 366 * 24 * time.Hour
 )
 
 // DefaultConfig is what a new queue starts with: ~175 orders/s (a 40-connection

@@ -7,6 +7,12 @@ const (
 	EventTokenIssued   = "TokenIssued"
 	EventTokenRestored = "TokenRestored"
 	EventTokenExpired  = "TokenExpired"
+	// EventQueueStarted: the start time came and the pre-queue closed;
+	// carries the seed's SHA-256, before anyone is drawn.
+	EventQueueStarted = "QueueStarted"
+	// EventQueueDrawn: every pre-queued person has a place; carries the
+	// seed.
+	EventQueueDrawn = "QueueDrawn"
 )
 
 // Event is one entry of a queue's outbox: a state change to be published.
@@ -29,6 +35,17 @@ type Event struct {
 	OccurredAt time.Time
 	// RemainingTTL is set on TokenRestored.
 	RemainingTTL time.Duration
+
+	// The draw's events (QueueStarted, QueueDrawn) carry these.
+	StartsAt   time.Time
+	SeedSHA256 string
+	// Seed is set on QueueDrawn only.
+	Seed string
+	// PreQueued is how many were pre-queued when the start came; Placed
+	// how many of them got a place (QueueDrawn), with the sequence numbers
+	// FirstSeq..LastSeq (TokenIssued.sequence in that range came from the
+	// draw).
+	PreQueued, Placed, FirstSeq, LastSeq int64
 }
 
 // OutboxRead asks for one queue's outbox events.

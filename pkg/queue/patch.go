@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sort"
+	"time"
 )
 
 // Patch is a partial Config: nil fields keep their current value.
@@ -18,6 +19,9 @@ type Patch struct {
 	EnterChallenge      *EnterChallenge
 	PowDifficultyBits   *int64
 	MaxOrdersPerUser    *int64
+	// StartsAt sets the start time; a zero time removes it (the sale
+	// starts now: the pre-queue is drawn at once).
+	StartsAt *time.Time
 }
 
 // Apply returns c with the patch's fields set.
@@ -38,6 +42,9 @@ func (p Patch) Apply(c Config) Config {
 	}
 	setInt(&c.PowDifficultyBits, p.PowDifficultyBits)
 	setInt(&c.MaxOrdersPerUser, p.MaxOrdersPerUser)
+	if p.StartsAt != nil {
+		c.StartsAt = *p.StartsAt
+	}
 	return c
 }
 
@@ -71,11 +78,18 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 	var errs []FieldError
 	for _, name := range names {
 		v := raw[name]
+		var msg string
+		if name == "startsAt" {
+			p.StartsAt, msg = decodeTime(v)
+			if msg != "" {
+				errs = append(errs, FieldError{Field: name, Message: msg})
+			}
+			continue
+		}
 		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
 			errs = append(errs, FieldError{Field: name, Message: "must not be null"})
 			continue
 		}
-		var msg string
 		switch name {
 		case "state":
 			var s string
@@ -132,4 +146,27 @@ func decodeInt(v json.RawMessage) (*int64, string) {
 		return nil, "must be an integer"
 	}
 	return &n, ""
+}
+
+// decodeTime reads a start time: an RFC 3339 string, or null or "" to
+// remove it (a zero time).
+func decodeTime(v json.RawMessage) (*time.Time, string) {
+	var zero time.Time
+	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return &zero, ""
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return nil, "must be an RFC 3339 time such as \"2026-12-01T10:00:00Z\", or null to remove it"
+	}
+	if s == "" {
+		return &zero, ""
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return nil, "must be an RFC 3339 time such as \"2026-12-01T10:00:00Z\", or null to remove it"
+	}
+	// Milliseconds are what is stored.
+	t = t.Truncate(time.Millisecond).UTC()
+	return &t, ""
 }

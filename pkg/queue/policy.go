@@ -86,6 +86,9 @@ func seconds(secs float64) time.Duration {
 // position, capped at MaxRetryAfter, and never longer than half the ETA (a
 // fast queue must not make a user miss their turn by polling too slowly).
 func (s Standing) RetryAfter() time.Duration {
+	if s.State == PreQueue {
+		return s.preQueueRetry(0.5)
+	}
 	if s.State != Waiting {
 		return MinRetryAfter
 	}
@@ -104,4 +107,45 @@ func (s Standing) RetryAfter() time.Duration {
 func Jitter(d time.Duration) time.Duration {
 	f := 1 + retryJitter*(2*rand.Float64()-1)
 	return min(time.Duration(float64(d)*f), MaxRetryAfter)
+}
+
+// Pre-queue polling. Before the start a pre-queued page needs nothing new
+// (it counts down by itself), so it polls rarely; its poll after the start,
+// where it learns its drawn place, is spread over a window that grows with
+// the pre-queue (PreQueuePollRate polls per second), so the start is not a
+// thundering herd at T-0.
+const (
+	// MaxPreQueuePoll is the longest pause between polls before the start.
+	MaxPreQueuePoll = 30 * time.Second
+	// PreQueuePollRate is the rate the first polls after the start are
+	// spread to: 100,000 pre-queued poll over 50 s.
+	PreQueuePollRate = 2000
+	// MinDrawSpread and MaxDrawSpread bound that window.
+	MinDrawSpread = time.Second
+	MaxDrawSpread = time.Minute
+	// drawSettle is how long after the start the first polls come: the
+	// dispatcher draws within a tick or two.
+	drawSettle = 500 * time.Millisecond
+)
+
+// DrawSpread is the window the first polls after the start are spread
+// over, for preQueued people.
+func DrawSpread(preQueued int64) time.Duration {
+	d := time.Duration(float64(preQueued) / PreQueuePollRate * float64(time.Second))
+	return min(max(d, MinDrawSpread), MaxDrawSpread)
+}
+
+// preQueueRetry is a pre-queued person's polling hint, r uniform in [0, 1):
+// far from the start, MaxPreQueuePoll ±10 %; closer, a moment after the
+// start, uniformly inside DrawSpread; after the start (the draw is running),
+// within the next second or so, spread the same way but over at most 5 s.
+func (s Standing) preQueueRetry(r float64) time.Duration {
+	spread := DrawSpread(s.PreQueued)
+	switch {
+	case s.StartsIn <= 0:
+		return drawSettle + time.Duration(r*float64(min(spread, 5*time.Second)))
+	case s.StartsIn > MaxPreQueuePoll:
+		return min(time.Duration(float64(MaxPreQueuePoll)*(0.9+0.2*r)), s.StartsIn)
+	}
+	return s.StartsIn + drawSettle + time.Duration(r*float64(spread))
 }

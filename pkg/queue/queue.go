@@ -71,7 +71,10 @@ type UserState string
 
 // User states, as the API names them.
 const (
-	Waiting    UserState = "WAITING"
+	Waiting UserState = "WAITING"
+	// PreQueue: entered before the queue's start time; placed by the draw
+	// at the start.
+	PreQueue   UserState = "PRE_QUEUE"
 	Admitted   UserState = "ADMITTED"
 	Expired    UserState = "EXPIRED"
 	Ordered    UserState = "ORDERED"
@@ -109,6 +112,12 @@ type Standing struct {
 	// enough have: the wait estimate expects that share of the people
 	// ahead not to be there.
 	LeaveShare float64
+	// StartsAt is the queue's start time, zero when it has none. StartsIn
+	// is the time left until it by Redis's clock (0 once it passed), and
+	// PreQueued how many wait for it (pre-queued and not yet placed).
+	StartsAt  time.Time
+	StartsIn  time.Duration
+	PreQueued int64
 }
 
 // Ahead is the number of people in front of the user.

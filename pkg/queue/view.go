@@ -2,6 +2,7 @@ package queue
 
 import (
 	"math"
+	"math/rand/v2"
 	"time"
 )
 
@@ -27,6 +28,15 @@ type View struct {
 	// AdmissionRatePerSec is the rate the estimate used (measured if known).
 	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
 
+	// StartsAt is the queue's start time (RFC 3339), when it has one.
+	// StartsInMs is the time left until it by the server's clock, for a
+	// countdown that does not trust the device's clock; PreQueued is how
+	// many wait for the start. A PRE_QUEUE person learns their drawn place
+	// at the start.
+	StartsAt   string `json:"startsAt,omitempty"`
+	StartsInMs int64  `json:"startsInMs,omitempty"`
+	PreQueued  int64  `json:"preQueued,omitempty"`
+
 	Token           string `json:"token,omitempty"`
 	TokenID         string `json:"tokenId,omitempty"`
 	ActivateAt      string `json:"activateAt,omitempty"`
@@ -38,7 +48,14 @@ type View struct {
 // withSecret controls whether the token secret is included: only the
 // gateway's answer to the token's own holder carries it.
 func NewView(s Standing, withSecret bool) (View, time.Duration) {
-	retry := Jitter(s.RetryAfter())
+	retry := s.RetryAfter()
+	if s.State == PreQueue {
+		// Spread already, over a window that may be longer than any
+		// jitter would keep.
+		retry = s.preQueueRetry(rand.Float64())
+	} else {
+		retry = Jitter(retry)
+	}
 	v := View{
 		QueueID:             s.QueueID,
 		State:               string(s.State),
@@ -54,6 +71,11 @@ func NewView(s Standing, withSecret bool) (View, time.Duration) {
 		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))
 		low, high := s.ETARange()
 		v.EtaLowSeconds, v.EtaHighSeconds = int64(math.Floor(low.Seconds())), int64(math.Ceil(high.Seconds()))
+	}
+	if !s.StartsAt.IsZero() {
+		v.StartsAt = s.StartsAt.UTC().Format(time.RFC3339Nano)
+		v.StartsInMs = s.StartsIn.Milliseconds()
+		v.PreQueued = s.PreQueued
 	}
 	if t := s.Token; t != nil {
 		if withSecret {
