@@ -124,3 +124,16 @@ func DrawOrder(seed string, users []string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// DrawWork is what the leader needs to place a closed pre-queue.
+type DrawWork struct {
+	State DrawState
+	// Seed is the draw's seed (hex); the leader orders by it.
+	Seed string
+	// PreQueued is how many are still to place; Remaining, when read,
+	// names them (in no particular order).
+	PreQueued int64
+	Remaining []string
+	// Placed is how many have a place so far.
+	Placed int64
+}

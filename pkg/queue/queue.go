@@ -137,4 +137,7 @@ type Stats struct {
 	// Held says why an open queue admits nobody right now (see
 	// HeldOutboxBacklog); empty when it admits.
 	Held string
+	// Draw is the pre-queue draw of a queue that has (or had) a start
+	// time; nil for one that never had.
+	Draw *Draw
 }

@@ -81,7 +81,7 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 	case "GONE":
 		return queue.IssueResult{Gone: true}, nil
 	case "HELD":
-		r.Held, r.Waiting = queue.HeldOutboxBacklog, intOf(res, 3)
+		r.Held, r.Waiting = str(res[4]), intOf(res, 3)
 	case "PAUSED":
 		r.Paused, r.Expired, r.Waiting = true, int(intOf(res, 2)), intOf(res, 3)
 	case "OK":

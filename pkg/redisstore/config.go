@@ -48,7 +48,26 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 			updateErr = err
 			return err
 		}
+		drawState, err := tx.HGet(ctx, k.Draw(), "state").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		started := drawState == string(queue.DrawDrawing) || drawState == string(queue.DrawDrawn)
+		if started && !next.StartsAt.Equal(cur.StartsAt) {
+			updateErr = fmt.Errorf("configure %s: startsAt: %w", q, queue.ErrStarted)
+			return updateErr
+		}
+		var seed, sha string
+		if drawState == "" && !next.StartsAt.IsZero() {
+			if seed, sha, err = queue.NewDrawSeed(); err != nil {
+				updateErr = err
+				return err
+			}
+		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if seed != "" {
+				p.HSet(ctx, k.Draw(), "state", string(queue.DrawScheduled), "seed", seed, "seedSha256", sha)
+			}
 			p.HSet(ctx, k.Config(), encodeConfig(next))
 			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())
 			p.HIncrBy(ctx, k.Config(), "version", 1)
@@ -58,7 +77,7 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		return err
 	}
 	for range maxUpdateAttempts {
-		err := s.rdb.Watch(ctx, txf, k.Config())
+		err := s.rdb.Watch(ctx, txf, k.Config(), k.Draw())
 		if errors.Is(err, redis.TxFailedErr) {
 			select {
 			case <-ctx.Done():
@@ -94,7 +113,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if len(res) == 1 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
 	}
 	flat, _ := res[1].([]any)
@@ -110,6 +129,12 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	st.Waiting, _ = res[2].(int64)
 	st.Active, _ = res[3].(int64)
 	st.IssuedTotal, _ = strconv.ParseInt(str(res[4]), 10, 64)
+	if d, _ := res[7].([]any); len(d) == 7 {
+		st.Draw = &queue.Draw{
+			State: queue.DrawState(str(d[0])), SeedSHA256: str(d[1]), Seed: str(d[2]),
+			PreQueued: intOf(d, 3), Placed: intOf(d, 4), StartedAt: msTime(d[5]), DrawnAt: msTime(d[6]),
+		}
+	}
 	return cfg, st, nil
 }
 
@@ -148,6 +173,7 @@ func encodeConfig(c queue.Config) map[string]any {
 		"enterChallenge":      string(c.EnterChallenge),
 		"powDifficultyBits":   c.PowDifficultyBits,
 		"maxOrdersPerUser":    c.MaxOrdersPerUser,
+		"startsAtMs":          startsAtMs(c.StartsAt),
 	}
 }
 
@@ -176,8 +202,20 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("activationSpreadMs", &c.ActivationSpreadMs)
 	num("powDifficultyBits", &c.PowDifficultyBits)
 	num("maxOrdersPerUser", &c.MaxOrdersPerUser)
+	var starts int64
+	num("startsAtMs", &starts)
+	if starts > 0 {
+		c.StartsAt = time.UnixMilli(starts).UTC()
+	}
 	if v, ok := h["enterChallenge"]; ok {
 		c.EnterChallenge = queue.EnterChallenge(v)
 	}
 	return c, err
+}
+
+func startsAtMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }

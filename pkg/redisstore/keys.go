@@ -84,6 +84,16 @@ func (k Keys) Spent(user string) string { return k.prefix + "spent:" + user }
 // expiring with the challenge).
 func (k Keys) Pow(challengeID string) string { return k.prefix + "pow:" + challengeID }
 
+// PreQueue holds the people who entered before the queue's start time
+// (zset: user -> Redis time of their entry, kept for the record; the draw
+// ignores it).
+func (k Keys) PreQueue() string { return k.prefix + "prequeue" }
+
+// Draw is the queue's pre-queue draw (hash): state, seed and its SHA-256,
+// the sequence numbers reserved for the pre-queue (base, count) and the
+// last one given (next), when it started and was drawn.
+func (k Keys) Draw() string { return k.prefix + "draw" }
+
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
 
@@ -97,29 +107,33 @@ func (k Keys) Outbox() string { return k.prefix + "outbox" }
 // each list hashes to one cluster slot.
 
 func (k Keys) enterKeys(user, challengeID string) []string {
-	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID)}
+	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID), k.PreQueue(), k.Draw()}
 }
 
 func (k Keys) positionKeys(user string) []string {
-	return []string{k.Config(), k.Waiting(), k.Token(user), k.Status(user), k.Dispatch()}
+	return []string{k.Config(), k.Waiting(), k.Token(user), k.Status(user), k.Dispatch(), k.PreQueue(), k.Draw()}
 }
 
 func (k Keys) statsKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch()}
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Draw(), k.PreQueue()}
 }
 
 func (k Keys) closeKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.PreQueue()}
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue()}
 }
 
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }
 
 func (k Keys) issueKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox(), k.Seq(), k.Inflight(), k.Lock()}
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox(), k.Seq(), k.Inflight(), k.Lock(), k.PreQueue(), k.Draw()}
+}
+
+func (k Keys) drawKeys() []string {
+	return []string{k.Config(), k.Waiting(), k.PreQueue(), k.Draw(), k.Dispatch(), k.Outbox()}
 }
 
 func (k Keys) consumeKeys(user string) []string {

@@ -166,17 +166,18 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			}
 			return time.UnixMilli(n).UTC()
 		}
-		seq, _ := strconv.ParseInt(v("seq"), 10, 64)
-		rem, _ := strconv.ParseInt(v("rem"), 10, 64)
+		num := func(k string) int64 { n, _ := strconv.ParseInt(v(k), 10, 64); return n }
 		qid := v("q")
 		if qid == "" {
 			qid = q
 		}
 		out = append(out, queue.Event{
 			StreamID: m.ID, Type: v("type"), ID: v("eid"), QueueID: qid, UserID: v("user"),
-			TokenID: v("tid"), OrderID: v("oid"), Reason: v("reason"), Seq: seq,
+			TokenID: v("tid"), OrderID: v("oid"), Reason: v("reason"), Seq: num("seq"),
 			ActivateAt: ms("act"), ExpiresAt: ms("exp"), OccurredAt: ms("at"),
-			RemainingTTL: time.Duration(rem) * time.Millisecond,
+			RemainingTTL: time.Duration(num("rem")) * time.Millisecond,
+			StartsAt:     ms("starts"), SeedSHA256: v("sha"), Seed: v("seed"),
+			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
 		})
 	}
 	return out

@@ -41,10 +41,11 @@ var (
 	restoreScript  = script("restore")
 	overdueScript  = script("overdue")
 	groupScript    = script("outbox_group")
+	drawScript     = script("draw")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
-var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript}
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, drawScript}
 
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}

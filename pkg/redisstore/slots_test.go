@@ -63,7 +63,8 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"consume":  k.consumeKeys(u),
 				"settle":   k.settleKeys(u),
 				"restore":  k.restoreKeys(u),
-				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Spent(u), k.Dispatch(), k.Lock(), k.Outbox()},
+				"draw":     k.drawKeys(),
+				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Spent(u), k.Dispatch(), k.Lock(), k.Outbox(), k.PreQueue(), k.Draw(), k.Left()},
 			}
 			for name, keys := range sets {
 				want := slot(keys[0])

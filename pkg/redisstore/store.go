@@ -90,7 +90,8 @@ func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, e
 	return st, nil
 }
 
-// Leave takes user out of line q. It reports whether the user was waiting.
+// Leave takes user out of line q, or out of its pre-queue. It reports
+// whether the user was waiting (or pre-queued).
 func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
 	k := KeysFor(q)
 	n, err := leaveScript.Run(ctx, s.rdb, k.leaveKeys(user), user).Int64()
@@ -103,8 +104,8 @@ func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
 	return n == 1, nil
 }
 
-// Close stops entries to q and drops its waiting line, returning how many
-// people were in it.
+// Close stops entries to q and drops its waiting line and pre-queue,
+// returning how many people were in them.
 func (s *Store) Close(ctx context.Context, q string) (int64, error) {
 	n, err := closeScript.Run(ctx, s.rdb, KeysFor(q).closeKeys()).Int64()
 	if err != nil {
@@ -162,8 +163,13 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 	st.MeasuredRate = float(res[3])
 	st.Total, _ = res[4].(int64)
 	st.Position, _ = res[5].(int64)
-	if len(res) >= 7 {
+	if len(res) >= 10 {
 		st.LeaveShare = float(res[6])
+		if ms := intOf(res, 7); ms > 0 {
+			st.StartsAt = time.UnixMilli(ms).UTC()
+			st.StartsIn = time.Duration(intOf(res, 8)) * time.Millisecond
+			st.PreQueued = intOf(res, 9)
+		}
 	}
 	switch outcome {
 	case "WAITING":
@@ -171,14 +177,16 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 	case "ADMITTED", "ORDERING":
 		st.State = queue.Admitted
 		st.Ordering = outcome == "ORDERING"
-		if len(res) >= 11 && res[7] != nil {
+		if len(res) >= 14 && res[10] != nil {
 			st.Token = &queue.Token{
-				Secret:     str(res[7]),
-				ID:         str(res[8]),
-				ActivateAt: msTime(res[9]),
-				ExpiresAt:  msTime(res[10]),
+				Secret:     str(res[10]),
+				ID:         str(res[11]),
+				ActivateAt: msTime(res[12]),
+				ExpiresAt:  msTime(res[13]),
 			}
 		}
+	case "PRE_QUEUE":
+		st.State = queue.PreQueue
 	case "ORDERED":
 		st.State = queue.Ordered
 	case "EXPIRED":

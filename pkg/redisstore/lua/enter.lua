@@ -8,17 +8,30 @@
 -- standing back without one, so a refresh or a retried enter never needs a
 -- second solution and never burns one.
 --
+-- A queue with a start time that has not come pre-queues new entrants
+-- instead (PRE_QUEUE): the dispatcher places them in a random drawn order at
+-- the start. The first enter after the start closes the pre-queue if the
+-- dispatcher has not yet (schedule, in the prelude), so nobody who comes
+-- after the start is drawn with those who came before it.
+--
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
---       7 pow:<challenge id> (pow: with no id when none was shown)
+--       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
+--       9 draw
 -- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
-  'enterChallenge', 'powDifficultyBits')
+  'enterChallenge', 'powDifficultyBits', 'startsAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[6], now)
 local total = redis.call('ZCARD', KEYS[2])
+local starts, drawing = 0, nil
+if cfg[1] ~= 'CLOSED' then
+  starts, drawing = schedule(cfg[7], KEYS[9], KEYS[8], KEYS[3], now)
+end
+with_schedule(measured, starts, drawing, KEYS[8], now)
+local prequeued = measured[5] or 0
 
 -- A token holder gets the token back, even from a closed queue: it is theirs.
 local tok = redis.call('HMGET', KEYS[4], 'token', 'tokenId', 'activateAt', 'expiresAt')
@@ -40,8 +53,15 @@ if rank then
   return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1)
 end
 
+-- Pre-queued and not placed yet: still waiting for the start, or for the
+-- draw to place them.
+if (drawing == 'SCHEDULED' or drawing == 'DRAWING') and redis.call('ZSCORE', KEYS[8], ARGV[1]) then
+  return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
+end
+
+-- The cap counts the pre-queued: they all get a place at the start.
 local cap = math.min(tonumber(cfg[3]), math.floor(tonumber(cfg[4]) * tonumber(cfg[2])))
-if total >= cap then
+if total + prequeued >= cap then
   return reply('FULL', cfg[1], cfg[2], measured, total, 0)
 end
 
@@ -53,6 +73,14 @@ if cfg[5] == 'PROOF_OF_WORK' then
     or not redis.call('SET', KEYS[7], '1', 'NX', 'PXAT', ARGV[4]) then
     return reply('CHALLENGE_FAILED', cfg[1], cfg[2], measured, total, 0)
   end
+end
+
+if drawing == 'SCHEDULED' then
+  -- Before the start: when one came does not matter, the draw decides.
+  -- The score is the time of entry, for the record only.
+  redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
+  measured[5] = prequeued + 1
+  return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
 
 -- The score is a sequence number, not a clock: two gateways with skewed

@@ -13,12 +13,18 @@
 -- this node does not hold makes the read fail, and the script stops before
 -- it has changed anything (the caller retries the tick).
 --
--- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
+-- A queue whose start time came has its pre-queue closed here, if an enter
+-- has not done it first (schedule, in the prelude); while the leader places
+-- the pre-queued people in drawn order (draw.lua), the tick admits nobody
+-- (HELD, DRAW), so nobody who came after the start is admitted before them.
+--
+-- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock,
+--       9 prequeue, 10 draw
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
 --       6 outbox bound (0: none),
 --       7.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, configured rate}, outcome
--- OK | PAUSED | HELD; or {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
+-- OK | PAUSED; {'HELD', 0, 0, waiting, reason, configured rate}; or {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate')
@@ -29,7 +35,8 @@ end
 if d[2] == ARGV[5] and d[3] then
   return cjson.decode(d[3])
 end
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs')
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
+  'startsAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -48,7 +55,7 @@ end
 -- The epoch stays an hour, so a re-created queue keeps fencing old leaders.
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left')
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], prefix .. 'left')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -93,12 +100,30 @@ local function measure(waiting, issued)
   return measured
 end
 
-if room <= 0 then
-  -- Held: nobody is admitted and no slot is pruned (that would write an
-  -- event) until the relay drains the outbox below its bound.
+-- Held: nobody is admitted and no slot is pruned (that would write an
+-- event), for reason; counts waits as busy time unless idle says the wait
+-- is not the line's (the draw: a second, once).
+local function held(reason, idle)
   local waiting = redis.call('ZCARD', KEYS[2])
-  return done({'HELD', 0, 0, waiting, cfg[2]},
-    {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(waiting, 0), 'heldReason', 'OUTBOX_BACKLOG'})
+  local busy = waiting
+  if idle then
+    busy = 0
+  end
+  return done({'HELD', 0, 0, waiting, reason, cfg[2]},
+    {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(busy, 0), 'heldReason', reason})
+end
+
+-- The start came: nobody is admitted until the pre-queue has its places.
+if cfg[1] ~= 'CLOSED' then
+  local _, drawing = schedule(cfg[6], KEYS[10], KEYS[9], KEYS[6], now)
+  if drawing == 'DRAWING' then
+    return held('DRAW', true)
+  end
+end
+
+-- Until the relay drains the outbox below its bound.
+if room <= 0 then
+  return held('OUTBOX_BACKLOG', false)
 end
 
 -- 1. Reads. Slots whose expiry passed and their markers; then, if the queue

@@ -4,14 +4,16 @@
 -- estimates discount the people ahead by the share of a resolved cohort
 -- that left, which the leavers of the unresolved part would inflate (they
 -- are out before the stayers of their cohort are in).
--- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left
+-- A pre-queued person just leaves the pre-queue: they had no place yet, so
+-- they are not a leaver of anyone's cohort.
+-- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue
 -- ARGV: 1 user id
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score then
-  return 0
+  return redis.call('ZREM', KEYS[5], ARGV[1])
 end
 -- A sequence number, whatever type the protocol gave the score.
 local seq = string.format('%d', tonumber(score))

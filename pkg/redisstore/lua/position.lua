@@ -1,13 +1,18 @@
 -- position: where a user stands, in one round trip.
--- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch
+-- It changes nothing: the pre-queue is closed at the start by enter or the
+-- dispatcher's tick, never here.
+-- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
+--       6 prequeue, 7 draw
 -- ARGV: 1 user id
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec')
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[5], now)
 local total = redis.call('ZCARD', KEYS[2])
+local starts, drawing = schedule(cfg[3], KEYS[7], KEYS[6], nil, now)
+with_schedule(measured, starts, drawing, KEYS[6], now)
 
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 if rank then
@@ -16,6 +21,9 @@ end
 local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expiresAt')
 if tok[1] then
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
+end
+if drawing and drawing ~= 'DRAWN' and redis.call('ZSCORE', KEYS[6], ARGV[1]) then
+  return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
 local status = marker_state(redis.call('GET', KEYS[4]))
 if status == 'ORDERED' then

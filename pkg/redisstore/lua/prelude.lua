@@ -28,14 +28,51 @@ local function measured_rate(dispatch_key, now)
   return admission_figures(dispatch_key, now)[1]
 end
 
+-- A queue's schedule: its start time (ms, 0 for none) and the state of its
+-- pre-queue draw (nil: it never had a start time). A script that may be the
+-- first to act after the start closes the pre-queue (SCHEDULED ->
+-- DRAWING): it reserves one sequence number per pre-queued person, right
+-- after the last one given, so everyone who enters from now on is behind
+-- all of them; the dispatcher leader then places them in drawn order.
+-- A start time removed before the start means now. A read-only caller
+-- passes no seq_key: it learns the schedule and closes nothing.
+local function schedule(cfg_starts, draw_key, prequeue_key, seq_key, now)
+  local d = redis.call('HMGET', draw_key, 'state', 'startedAtMs')
+  local state = d[1] or nil
+  local starts = tonumber(cfg_starts or '0') or 0
+  if seq_key and state == 'SCHEDULED' and (starts == 0 or now >= starts) then
+    local n = redis.call('ZCARD', prequeue_key)
+    local base = tonumber(redis.call('GET', seq_key) or '0')
+    redis.call('SET', seq_key, base + n)
+    redis.call('HSET', draw_key, 'state', 'DRAWING', 'base', base, 'count', n, 'next', base, 'startedAtMs', now)
+    state, d[2] = 'DRAWING', now
+  end
+  if starts == 0 and state then
+    starts = tonumber(d[2] or '0') or 0
+  end
+  return starts, state
+end
+
+-- Adds the schedule to figures (what reply sends): start time, time left
+-- until it, people pre-queued; nothing for a queue without a start time.
+local function with_schedule(figures, starts, state, prequeue_key, now)
+  if starts > 0 or state then
+    figures[3], figures[4] = starts, math.max(0, starts - now)
+    figures[5] = redis.call('ZCARD', prequeue_key)
+  end
+  return figures
+end
+
 -- Reply layout shared with standingReply in Go:
 -- {outcome, queueState, configuredRate, measuredRate, total, position,
---  leaveShare, token, tokenId, activateAt, expiresAt}; figures is what
--- admission_figures returned.
+--  leaveShare, startsAtMs, startsInMs, preQueued, token, tokenId,
+--  activateAt, expiresAt}; figures is what admission_figures returned,
+--  with_schedule's additions if any.
 local function reply(outcome, cfg_state, cfg_rate, figures, total, position, tok)
-  local r = {outcome, cfg_state, cfg_rate, figures[1], total, position, figures[2]}
+  local r = {outcome, cfg_state, cfg_rate, figures[1], total, position, figures[2],
+    figures[3] or 0, figures[4] or 0, figures[5] or 0}
   if tok then
-    r[8], r[9], r[10], r[11] = tok[1], tok[2], tok[3], tok[4]
+    r[11], r[12], r[13], r[14] = tok[1], tok[2], tok[3], tok[4]
   end
   return r
 end

@@ -1,5 +1,6 @@
 -- stats: a queue's knobs and live figures.
--- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch
+-- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 draw, 6 prequeue
+-- The draw's seed is only answered once the draw is done.
 local cfg = redis.call('HGETALL', KEYS[1])
 if #cfg == 0 then
   return {'NOT_FOUND'}
@@ -9,4 +10,17 @@ local waiting = redis.call('ZCARD', KEYS[2])
 -- Slots whose expiry passed are free even before the dispatcher prunes them.
 local active = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
 local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason')
-return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or ''}
+local draw = {}
+local dr = redis.call('HMGET', KEYS[5], 'state', 'seedSha256', 'seed', 'count', 'base', 'next', 'startedAtMs', 'drawnAtMs')
+if dr[1] then
+  local seed, pre = '', dr[4] or '0'
+  if dr[1] == 'DRAWN' then
+    seed = dr[3]
+  end
+  if dr[1] == 'SCHEDULED' then
+    pre = redis.call('ZCARD', KEYS[6])
+  end
+  draw = {dr[1], dr[2], seed, pre, (tonumber(dr[6] or '0') or 0) - (tonumber(dr[5] or '0') or 0),
+    dr[7] or '0', dr[8] or '0'}
+end
+return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or '', draw}
