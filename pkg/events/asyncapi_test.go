@@ -31,6 +31,8 @@ func TestAsyncAPIDocument(t *testing.T) {
 		events.RoutingKeyTokenExpired,
 		events.RoutingKeyOrderCreated,
 		events.RoutingKeyOrderFailed,
+		events.RoutingKeyQueueStarted,
+		events.RoutingKeyQueueDrawn,
 	} {
 		want = append(want, `address: `+regexp.QuoteMeta(key))
 	}

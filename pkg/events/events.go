@@ -27,6 +27,8 @@ const (
 	RoutingKeyTokenExpired  = "token.expired"
 	RoutingKeyOrderCreated  = "order.created"
 	RoutingKeyOrderFailed   = "order.failed"
+	RoutingKeyQueueStarted  = "queue.started"
+	RoutingKeyQueueDrawn    = "queue.drawn"
 )
 
 // ErrUnknownType is returned (wrapped) for a message or type name that is not
@@ -55,6 +57,8 @@ var registry = func() map[protoreflect.FullName]event {
 		{&waitingroomv1.TokenExpired{}, RoutingKeyTokenExpired},
 		{&waitingroomv1.OrderCreated{}, RoutingKeyOrderCreated},
 		{&waitingroomv1.OrderFailed{}, RoutingKeyOrderFailed},
+		{&waitingroomv1.QueueStarted{}, RoutingKeyQueueStarted},
+		{&waitingroomv1.QueueDrawn{}, RoutingKeyQueueDrawn},
 	} {
 		t := e.m.ProtoReflect().Type()
 		r[t.Descriptor().FullName()] = event{routingKey: e.key, typ: t}

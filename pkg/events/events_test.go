@@ -21,6 +21,8 @@ func TestConstants(t *testing.T) {
 		{events.RoutingKeyTokenExpired, "token.expired"},
 		{events.RoutingKeyOrderCreated, "order.created"},
 		{events.RoutingKeyOrderFailed, "order.failed"},
+		{events.RoutingKeyQueueStarted, "queue.started"},
+		{events.RoutingKeyQueueDrawn, "queue.drawn"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -39,6 +41,8 @@ func TestTypeNameAndRoutingKey(t *testing.T) {
 		{&v1.TokenExpired{}, "waitingroom.v1.TokenExpired", "token.expired"},
 		{&v1.OrderCreated{}, "waitingroom.v1.OrderCreated", "order.created"},
 		{&v1.OrderFailed{}, "waitingroom.v1.OrderFailed", "order.failed"},
+		{&v1.QueueStarted{}, "waitingroom.v1.QueueStarted", "queue.started"},
+		{&v1.QueueDrawn{}, "waitingroom.v1.QueueDrawn", "queue.drawn"},
 		// A typed nil still has a type: publishers may pass one to look up a key.
 		{(*v1.OrderFailed)(nil), "waitingroom.v1.OrderFailed", "order.failed"},
 	} {
@@ -100,6 +104,15 @@ func TestDecodeRoundTrip(t *testing.T) {
 			EventId: "o1.failed", OccurredAt: at, QueueId: "sale", UserId: "u1",
 			TokenId: "t1", OrderId: "o1", Reason: v1.OrderFailureReason_ORDER_FAILURE_REASON_ABANDONED,
 			Restorable: true, RemainingTtlMs: 299877,
+		},
+		&v1.QueueStarted{
+			EventId: "sale.started", OccurredAt: at, QueueId: "sale",
+			StartsAt: at, SeedSha256: strings.Repeat("5e", 32), PreQueued: 2000,
+		},
+		&v1.QueueDrawn{
+			EventId: "sale.drawn", OccurredAt: later, QueueId: "sale",
+			Seed: strings.Repeat("ab", 32), SeedSha256: strings.Repeat("5e", 32),
+			PreQueued: 2000, Placed: 1987, FirstSequence: 5001, LastSequence: 7000,
 		},
 	} {
 		name := events.TypeName(msg)
@@ -172,8 +185,8 @@ func TestDecodeErrors(t *testing.T) {
 // without a routing key in events.go.
 func TestEveryMessageIsRegistered(t *testing.T) {
 	msgs := v1.File_waitingroom_v1_events_proto.Messages()
-	if msgs.Len() != 5 {
-		t.Errorf("events.proto has %d messages, want 5: update this test and docs/EVENTS.md", msgs.Len())
+	if msgs.Len() != 7 {
+		t.Errorf("events.proto has %d messages, want 7: update this test and docs/EVENTS.md", msgs.Len())
 	}
 	keys := make(map[string]string)
 	for i := range msgs.Len() {
@@ -192,5 +205,8 @@ func TestEveryMessageIsRegistered(t *testing.T) {
 			t.Errorf("%s and %s share routing key %q", other, name, key)
 		}
 		keys[key] = name
+	}
+	if len(keys) != 7 {
+		t.Errorf("%d distinct routing keys, want 7", len(keys))
 	}
 }

@@ -18,7 +18,7 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 	case queue.EventTokenIssued:
 		return &waitingroomv1.TokenIssued{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
-			TokenId: e.TokenID, ActivateAt: ts(e.ActivateAt), ExpiresAt: ts(e.ExpiresAt), Sequence: uint64(max(e.Seq, 0)),
+			TokenId: e.TokenID, ActivateAt: ts(e.ActivateAt), ExpiresAt: ts(e.ExpiresAt), Sequence: unsigned(e.Seq),
 		}, RoutingKeyTokenIssued, nil
 	case queue.EventTokenRestored:
 		return &waitingroomv1.TokenRestored{
@@ -34,6 +34,17 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
 			TokenId: e.TokenID, Reason: reason,
 		}, RoutingKeyTokenExpired, nil
+	case queue.EventQueueStarted:
+		return &waitingroomv1.QueueStarted{
+			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID,
+			StartsAt: ts(e.StartsAt), SeedSha256: e.SeedSHA256, PreQueued: unsigned(e.PreQueued),
+		}, RoutingKeyQueueStarted, nil
+	case queue.EventQueueDrawn:
+		return &waitingroomv1.QueueDrawn{
+			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID,
+			Seed: e.Seed, SeedSha256: e.SeedSHA256, PreQueued: unsigned(e.PreQueued), Placed: unsigned(e.Placed),
+			FirstSequence: unsigned(e.FirstSeq), LastSequence: unsigned(e.LastSeq),
+		}, RoutingKeyQueueDrawn, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
 }
@@ -43,4 +54,11 @@ func ts(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+// unsigned is a non-negative figure of the outbox (a sequence number, a number
+// of people) as the contract's uint64; a negative one, which the store never
+// writes, becomes 0 rather than wrapping around.
+func unsigned(n int64) uint64 {
+	return uint64(max(n, 0))
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,11 @@ import (
 
 func TestFromOutbox(t *testing.T) {
 	at := time.UnixMilli(1_800_000_000_000).UTC()
+	seed := strings.Repeat("ab", queue.DrawSeedBytes)
+	sha, err := queue.SeedSHA256(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		in   queue.Event
 		key  string
@@ -44,12 +50,54 @@ func TestFromOutbox(t *testing.T) {
 			&waitingroomv1.TokenExpired{EventId: "t2.expired", OccurredAt: ts(at),
 				Reason: waitingroomv1.TokenExpiredReason_TOKEN_EXPIRED_REASON_RESTORE_TOO_LATE},
 		},
+		// The queue-level events leave user_id empty even if an entry had
+		// one: they are nobody's.
+		{
+			queue.Event{Type: "QueueStarted", ID: "q.started.1", QueueID: "q", UserID: "u", StartsAt: at.Add(-time.Second),
+				SeedSHA256: sha, PreQueued: 2000, OccurredAt: at},
+			RoutingKeyQueueStarted,
+			&waitingroomv1.QueueStarted{EventId: "q.started.1", OccurredAt: ts(at), QueueId: "q",
+				StartsAt: ts(at.Add(-time.Second)), SeedSha256: sha, PreQueued: 2000},
+		},
+		{
+			queue.Event{Type: "QueueDrawn", ID: "q.drawn.1", QueueID: "q", UserID: "u", Seed: seed, SeedSHA256: sha,
+				PreQueued: 2000, Placed: 1987, FirstSeq: 5001, LastSeq: 7000, OccurredAt: at.Add(3 * time.Second)},
+			RoutingKeyQueueDrawn,
+			&waitingroomv1.QueueDrawn{EventId: "q.drawn.1", OccurredAt: ts(at.Add(3 * time.Second)), QueueId: "q",
+				Seed: seed, SeedSha256: sha, PreQueued: 2000, Placed: 1987, FirstSequence: 5001, LastSequence: 7000},
+		},
+		// A draw that placed nobody, and a negative figure the store never
+		// writes: 0, not a wrapped uint64.
+		{
+			queue.Event{Type: "QueueDrawn", ID: "q.drawn.2", QueueID: "q", Seed: seed, SeedSHA256: sha,
+				PreQueued: 0, Placed: 0, FirstSeq: -1, LastSeq: 0, OccurredAt: at},
+			RoutingKeyQueueDrawn,
+			&waitingroomv1.QueueDrawn{EventId: "q.drawn.2", OccurredAt: ts(at), QueueId: "q", Seed: seed, SeedSha256: sha},
+		},
+	}
+	if len(tests) != 7 {
+		t.Fatalf("%d cases, want 7", len(tests))
 	}
 	for _, tt := range tests {
 		got, key, err := FromOutbox(tt.in)
 		if err != nil || key != tt.key || !proto.Equal(got, tt.want) {
 			t.Errorf("FromOutbox(%s) = %v %q %v; want %v %q", tt.in.Type, got, key, err, tt.want, tt.key)
 		}
+	}
+	// proto.Equal above compares every field; spell out the draw's figures
+	// once more through the getters a consumer uses.
+	m, _, err := FromOutbox(tests[5].in)
+	d, ok := m.(*waitingroomv1.QueueDrawn)
+	if err != nil || !ok {
+		t.Fatalf("FromOutbox(QueueDrawn) = %T, %v", m, err)
+	}
+	if d.GetPreQueued() != 2000 || d.GetPlaced() != 1987 || d.GetFirstSequence() != 5001 || d.GetLastSequence() != 7000 ||
+		d.GetUserId() != "" || len(d.GetSeed()) != 64 || len(d.GetSeedSha256()) != 64 {
+		t.Errorf("QueueDrawn figures = pre %d placed %d seq %d..%d user %q seed %d hex sha %d hex; want 2000 1987 5001..7000 \"\" 64 64",
+			d.GetPreQueued(), d.GetPlaced(), d.GetFirstSequence(), d.GetLastSequence(), d.GetUserId(), len(d.GetSeed()), len(d.GetSeedSha256()))
+	}
+	if got := d.GetOccurredAt().AsTime().Sub(at); got != 3*time.Second {
+		t.Errorf("QueueDrawn occurred_at - at = %v, want 3s", got)
 	}
 	if _, _, err := FromOutbox(queue.Event{Type: "Bogus"}); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("unknown type: %v", err)

@@ -15,7 +15,8 @@
 // know.
 //
 // Common fields: every message starts with the same four fields, numbered 1-4:
-// event_id, occurred_at, queue_id and user_id.
+// event_id, occurred_at, queue_id and user_id. user_id is empty in the
+// queue-level events (QueueStarted, QueueDrawn), which are nobody's.
 
 package waitingroomv1
 
@@ -196,7 +197,10 @@ type TokenIssued struct {
 	// queue. Within a queue it grows with arrival order and tokens are issued in
 	// increasing sequence, so a consumer can check FIFO admission. Gaps are
 	// normal (people leave the line). Compare sequence numbers, not delivery
-	// order: the broker does not guarantee order.
+	// order: the broker does not guarantee order. In a queue with a start time,
+	// the pre-queued get theirs at the draw, in drawn order rather than arrival
+	// order: a sequence in [QueueDrawn.first_sequence,
+	// QueueDrawn.last_sequence] came from the draw.
 	Sequence      uint64 `protobuf:"varint,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -743,6 +747,274 @@ func (x *OrderFailed) GetRemainingTtlMs() int64 {
 	return 0
 }
 
+// QueueStarted: a queue's start time came and its pre-queue closed; the draw
+// that places the pre-queued begins, and nobody is admitted until it ends
+// (QueueDrawn). Carries the commitment to the draw's seed, published before
+// anyone is drawn. Routing key "queue.started"; published by the
+// admission-dispatcher, once per start.
+//
+// The seed is 32 bytes from a cryptographic random source, chosen when the
+// start time was set; its SHA-256 (seed_sha256) has been shown in the queue's
+// public view since then. Keep seed_sha256: QueueDrawn later reveals the seed,
+// and sha256(seed) must equal it, which proves the seed was fixed before the
+// pre-queue closed and was not picked afterwards to favour anyone.
+type QueueStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this event, an opaque string (compare it, never parse it).
+	// A redelivered or republished event keeps its id: deduplicate by it. Equal
+	// to the AMQP message_id property and the cloudEvents:id header.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// When the pre-queue closed (Redis time); at or after starts_at.
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue that started.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Always empty: the event is the queue's, not a person's. Kept so that
+	// every message has the same four first fields.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The queue's configured start time (its startsAt).
+	StartsAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=starts_at,json=startsAt,proto3" json:"starts_at,omitempty"`
+	// The commitment to the seed: the SHA-256 of the seed's 32 bytes, as 64
+	// lowercase hex digits.
+	SeedSha256 string `protobuf:"bytes,6,opt,name=seed_sha256,json=seedSha256,proto3" json:"seed_sha256,omitempty"`
+	// How many people were pre-queued when the start came: all of them take
+	// part in the draw.
+	PreQueued     uint64 `protobuf:"varint,7,opt,name=pre_queued,json=preQueued,proto3" json:"pre_queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueStarted) Reset() {
+	*x = QueueStarted{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueStarted) ProtoMessage() {}
+
+func (x *QueueStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueStarted.ProtoReflect.Descriptor instead.
+func (*QueueStarted) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *QueueStarted) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *QueueStarted) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *QueueStarted) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *QueueStarted) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *QueueStarted) GetStartsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartsAt
+	}
+	return nil
+}
+
+func (x *QueueStarted) GetSeedSha256() string {
+	if x != nil {
+		return x.SeedSha256
+	}
+	return ""
+}
+
+func (x *QueueStarted) GetPreQueued() uint64 {
+	if x != nil {
+		return x.PreQueued
+	}
+	return 0
+}
+
+// QueueDrawn: every pre-queued person has a place, in drawn order, ahead of
+// anyone who entered after the start (who keep arrival order); admission
+// resumes. Reveals the seed so that anyone can check the draw. Routing key
+// "queue.drawn"; published by the admission-dispatcher, once per start, after
+// its QueueStarted.
+//
+// How to check the draw:
+//  1. hex-decode seed to 32 bytes; sha256 of those bytes, hex, must equal
+//     seed_sha256 here and in the QueueStarted (and the seedSha256 the
+//     queue's public view showed before the start).
+//  2. A person's draw key is HMAC-SHA256(key = the seed's 32 bytes, message =
+//     their user id as UTF-8 bytes). The drawn order is ascending draw key,
+//     comparing the 32-byte keys as unsigned big-endian numbers (bytewise;
+//     their lowercase hex compares the same way).
+//  3. Take the TokenIssued of this queue whose sequence is in [first_sequence,
+//     last_sequence]: those people were drawn. Sorted by sequence, their
+//     draw keys must ascend. Drawn people missing from TokenIssued left
+//     before their turn or are still waiting; nobody with a sequence in the
+//     range was placed outside the draw.
+type QueueDrawn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this event, an opaque string (compare it, never parse it).
+	// A redelivered or republished event keeps its id: deduplicate by it. Equal
+	// to the AMQP message_id property and the cloudEvents:id header.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// When the last pre-queued person was given a place (Redis time).
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue that was drawn.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Always empty: the event is the queue's, not a person's. Kept so that
+	// every message has the same four first fields.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The draw's seed, revealed: 32 bytes as 64 lowercase hex digits.
+	Seed string `protobuf:"bytes,5,opt,name=seed,proto3" json:"seed,omitempty"`
+	// The commitment published before the draw, the same as
+	// QueueStarted.seed_sha256: hex SHA-256 of the seed's bytes.
+	SeedSha256 string `protobuf:"bytes,6,opt,name=seed_sha256,json=seedSha256,proto3" json:"seed_sha256,omitempty"`
+	// How many were pre-queued when the start came, as in QueueStarted.
+	PreQueued uint64 `protobuf:"varint,7,opt,name=pre_queued,json=preQueued,proto3" json:"pre_queued,omitempty"`
+	// How many of them were given a place; fewer than pre_queued when some
+	// left the pre-queue before their place came.
+	Placed uint64 `protobuf:"varint,8,opt,name=placed,proto3" json:"placed,omitempty"`
+	// The lowest sequence number the draw gave. The placed got sequence
+	// numbers between first_sequence and last_sequence (both included),
+	// increasing in drawn order; everyone who entered after the start has a
+	// higher one. Not meaningful when placed is 0.
+	FirstSequence uint64 `protobuf:"varint,9,opt,name=first_sequence,json=firstSequence,proto3" json:"first_sequence,omitempty"`
+	// The highest sequence number the draw gave (see first_sequence).
+	LastSequence  uint64 `protobuf:"varint,10,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDrawn) Reset() {
+	*x = QueueDrawn{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDrawn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDrawn) ProtoMessage() {}
+
+func (x *QueueDrawn) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDrawn.ProtoReflect.Descriptor instead.
+func (*QueueDrawn) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *QueueDrawn) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *QueueDrawn) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *QueueDrawn) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *QueueDrawn) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *QueueDrawn) GetSeed() string {
+	if x != nil {
+		return x.Seed
+	}
+	return ""
+}
+
+func (x *QueueDrawn) GetSeedSha256() string {
+	if x != nil {
+		return x.SeedSha256
+	}
+	return ""
+}
+
+func (x *QueueDrawn) GetPreQueued() uint64 {
+	if x != nil {
+		return x.PreQueued
+	}
+	return 0
+}
+
+func (x *QueueDrawn) GetPlaced() uint64 {
+	if x != nil {
+		return x.Placed
+	}
+	return 0
+}
+
+func (x *QueueDrawn) GetFirstSequence() uint64 {
+	if x != nil {
+		return x.FirstSequence
+	}
+	return 0
+}
+
+func (x *QueueDrawn) GetLastSequence() uint64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
 var File_waitingroom_v1_events_proto protoreflect.FileDescriptor
 
 const file_waitingroom_v1_events_proto_rawDesc = "" +
@@ -802,7 +1074,34 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"restorable\x18\b \x01(\bR\n" +
 	"restorable\x12(\n" +
-	"\x10remaining_ttl_ms\x18\t \x01(\x03R\x0eremainingTtlMs*\x87\x01\n" +
+	"\x10remaining_ttl_ms\x18\t \x01(\x03R\x0eremainingTtlMs\"\x93\x02\n" +
+	"\fQueueStarted\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x127\n" +
+	"\tstarts_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bstartsAt\x12\x1f\n" +
+	"\vseed_sha256\x18\x06 \x01(\tR\n" +
+	"seedSha256\x12\x1d\n" +
+	"\n" +
+	"pre_queued\x18\a \x01(\x04R\tpreQueued\"\xd0\x02\n" +
+	"\n" +
+	"QueueDrawn\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x12\n" +
+	"\x04seed\x18\x05 \x01(\tR\x04seed\x12\x1f\n" +
+	"\vseed_sha256\x18\x06 \x01(\tR\n" +
+	"seedSha256\x12\x1d\n" +
+	"\n" +
+	"pre_queued\x18\a \x01(\x04R\tpreQueued\x12\x16\n" +
+	"\x06placed\x18\b \x01(\x04R\x06placed\x12%\n" +
+	"\x0efirst_sequence\x18\t \x01(\x04R\rfirstSequence\x12#\n" +
+	"\rlast_sequence\x18\n" +
+	" \x01(\x04R\flastSequence*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -830,7 +1129,7 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
@@ -839,24 +1138,29 @@ var file_waitingroom_v1_events_proto_goTypes = []any{
 	(*TokenExpired)(nil),          // 4: waitingroom.v1.TokenExpired
 	(*OrderCreated)(nil),          // 5: waitingroom.v1.OrderCreated
 	(*OrderFailed)(nil),           // 6: waitingroom.v1.OrderFailed
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*QueueStarted)(nil),          // 7: waitingroom.v1.QueueStarted
+	(*QueueDrawn)(nil),            // 8: waitingroom.v1.QueueDrawn
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	7,  // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	7,  // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	7,  // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	7,  // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	7,  // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	9,  // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	9,  // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	7,  // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	7,  // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	9,  // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	9,  // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -870,7 +1174,7 @@ func file_waitingroom_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
