@@ -12,13 +12,14 @@ const ORDER_NETWORK_RETRIES = 3;
 const ICONS = { info: 'ℹ', ok: '✓', wait: '◷', warn: '⚠', error: '✗' };
 const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' });
 
-// The page's state. phase: idle (not in line), waiting, admitted (holding a
-// pass), ordering (an order request is out), checking (asking the gateway
-// where we stand after a failed order or a lapsed pass), expired, done.
+// The page's state. phase: idle (not in line), prequeued (waiting for a
+// scheduled sale to start), waiting, admitted (holding a pass), ordering (an
+// order request is out), checking (asking the gateway where we stand after
+// a failed order or a lapsed pass), expired, done.
 const S = {
   cfg: null, queue: '', jwt: '', phase: 'idle', firstPosition: 0, retryMs: 1000, skew: 0,
   pass: null, products: [], retryNote: '', es: null, pollTimer: 0, silenceTimer: 0, clock: 0,
-  offer: null, check: null,
+  offer: null, check: null, start: null,
 };
 // Gateway requests are numbered: an older answer never overrides a newer one.
 let asked = 0, answered = 0;
@@ -82,6 +83,13 @@ function waitRange(low, eta, high) {
   return lo === hi ? `about ${hi} min` : `about ${lo}-${hi} min`;
 }
 const duration = (s) => (s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`);
+
+// timeLeft says whole seconds as a countdown shows them: 0:42, 12:05, 1:02:03, 2 d 1:02:03.
+function timeLeft(s) {
+  const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+  const ms = `${String(m).padStart(d || h ? 2 : 1, '0')}:${String(s % 60).padStart(2, '0')}`;
+  return d || h ? `${d ? `${d} d ` : ''}${h}:${ms}` : ms;
+}
 
 // ---- identity ----
 
@@ -203,7 +211,7 @@ async function enter() {
   stopAll();
   Object.assign(S, { phase: 'idle', firstPosition: 0, pass: null });
   sessionStorage.removeItem(`first:${S.queue}`);
-  show('enter enter-again turn figures', false);
+  show('enter enter-again turn figures prequeue', false);
   show('line', true);
   say('wait', 'Taking your place in line…');
   const my = ++asked;
@@ -335,6 +343,7 @@ function onStanding(s, fromGateway) {
   if (S.phase === 'done' || S.phase === 'ordering') return;
   if (s.retryAfterMs > 0) S.retryMs = s.retryAfterMs;
   switch (s.state) {
+    case 'PRE_QUEUE': return preQueued(s);
     case 'WAITING': return waiting(s);
     case 'ADMITTED':
       if (s.token) return admitted(s);
@@ -351,7 +360,9 @@ function onStanding(s, fromGateway) {
 }
 
 function waiting(s) {
-  if (S.phase !== 'idle' && S.phase !== 'waiting') return; // a late answer from before the turn
+  if (S.phase !== 'idle' && S.phase !== 'prequeued' && S.phase !== 'waiting') return; // a late answer from before the turn
+  stopCountdown(); // a pre-queued person's place is drawn
+  show('prequeue', false);
   const key = `first:${S.queue}`; // the progress bar's 0 %, kept across reloads
   S.firstPosition = Math.max(S.firstPosition, Number(sessionStorage.getItem(key)) || 0, s.position);
   sessionStorage.setItem(key, S.firstPosition);
@@ -368,7 +379,62 @@ function waiting(s) {
   if (S.phase === 'idle') {
     S.phase = 'waiting';
     follow();
+  } else if (S.phase === 'prequeued') {
+    // This answer is fresh: only the stream is new (its open catches up).
+    S.phase = 'waiting';
+    openStream();
   }
+}
+
+// ---- before a scheduled sale starts ----
+
+const STARTS_SAY_MS = 60000; // how often a screen reader hears the countdown
+
+// preQueued shows a standing taken before the sale's start: the time left,
+// how many wait for the start, and that the start draws their places. The
+// page counts down from the gateway's startsInMs on the monotonic clock, so
+// a device clock that is wrong, or changed meanwhile, moves nothing. No
+// stream until the place is drawn: the next poll is the gateway's
+// retryAfterMs, which it spreads over a window after the start, so nobody
+// asks at T-0.
+function preQueued(s) {
+  if (S.phase !== 'idle' && S.phase !== 'prequeued') return; // a late answer from before the draw
+  S.phase = 'prequeued';
+  show('enter enter-again figures', false);
+  show('prequeue', true);
+  $('pre-queued').textContent = s.preQueued || 0;
+  const far = s.startsInMs > 20 * 3600 * 1000; // tomorrow or later: say the day too
+  const at = new Date(s.startsAt);
+  $('starts-at').textContent = Number.isNaN(at.getTime()) ? '–'
+    : at.toLocaleString([], far ? { dateStyle: 'medium', timeStyle: 'short' } : { timeStyle: 'short' });
+  if (S.start) clearInterval(S.start.timer);
+  S.start = { at: performance.now() + (s.startsInMs || 0), timer: setInterval(countdown, 250), said: S.start ? S.start.said : -Infinity };
+  countdown();
+  keepPolling(s.retryAfterMs);
+}
+
+// countdown shows the time left to the start; at 0, until the gateway
+// tells the drawn place, that the places are being drawn. The live copy
+// speaks only every STARTS_SAY_MS.
+function countdown() {
+  const c = S.start;
+  const left = Math.ceil((c.at - performance.now()) / 1000);
+  if (left <= 0) {
+    clearInterval(c.timer);
+    $('starts-in').textContent = 'Drawing places…';
+    return say('wait', 'The sale has started. Drawing places… Keep this page open: your place in line comes in a moment.');
+  }
+  $('starts-in').textContent = `Sale starts in ${timeLeft(left)}`;
+  say('wait', 'You are waiting for the sale to start. Keep this page open: your place in line is drawn at the start.');
+  if (performance.now() - c.said >= STARTS_SAY_MS) {
+    c.said = performance.now();
+    $('starts-live').textContent = `The sale starts in ${humanWait(left)}.`;
+  }
+}
+
+function stopCountdown() {
+  if (S.start) clearInterval(S.start.timer);
+  S.start = null;
 }
 
 function setProgress(f) {
@@ -383,7 +449,7 @@ function notInLine() {
   stopAll();
   S.phase = 'idle';
   show('line', true);
-  show('figures turn enter-again', false);
+  show('figures turn enter-again prequeue', false);
   offerEnter(0);
   say('info', was === 'idle' ? 'You are not in line yet.' : 'You are no longer in line. Enter again to take a place.');
 }
@@ -446,7 +512,7 @@ async function poll() {
 // keepPolling schedules the next poll while the page needs news and no live
 // stream brings it. ms is the gateway's retryAfterMs: already jittered, used as is.
 function keepPolling(ms) {
-  if ((S.phase !== 'waiting' && S.phase !== 'checking') || streamLive()) return;
+  if ((S.phase !== 'prequeued' && S.phase !== 'waiting' && S.phase !== 'checking') || streamLive()) return;
   clearTimeout(S.pollTimer);
   S.pollTimer = setTimeout(poll, ms || NETWORK_RETRY_MS);
 }
@@ -457,12 +523,13 @@ function stopAll() {
   clearTimeout(S.pollTimer);
   S.pollTimer = 0;
   clearInterval(S.clock);
+  stopCountdown();
 }
 
 // ---- the turn ----
 
 function admitted(s) {
-  const first = S.phase === 'idle' || S.phase === 'waiting';
+  const first = S.phase === 'idle' || S.phase === 'prequeued' || S.phase === 'waiting';
   const note = first ? ['ok', 'It is your turn! Order before your pass expires.'] : S.retryNote ? ['warn', S.retryNote] : null;
   stopAll();
   Object.assign(S, { phase: 'admitted', retryNote: '' });
@@ -608,7 +675,7 @@ function done(kind, text) {
 function expired() {
   stopAll();
   Object.assign(S, { phase: 'expired', pass: null });
-  show('turn figures enter', false);
+  show('turn figures enter prequeue', false);
   show('line enter-again', true);
   say('warn', 'Your turn expired: the pass was not used in time. Enter again to take a new place in line.');
 }
