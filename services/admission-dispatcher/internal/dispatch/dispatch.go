@@ -26,6 +26,10 @@ type Store interface {
 	IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply
 	Unregister(ctx context.Context, q string) (bool, error)
 
+	StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error)
+	PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error)
+	FinishDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error)
+
 	EnsureOutboxGroup(ctx context.Context, q string) error
 	ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error)
 	ClaimOutbox(ctx context.Context, q, consumer string, minIdle time.Duration, count int64) ([]queue.Event, error)
@@ -58,6 +62,8 @@ type Options struct {
 	Discovery time.Duration
 	// RelayBatch is the most events published per broker round.
 	RelayBatch int64
+	// DrawChunk is how many pre-queued people one call of a draw places.
+	DrawChunk int
 	// Queues, when set, limits this dispatcher to these queue ids (to shard
 	// queues across dispatcher deployments); otherwise it serves every
 	// queue in wr:queues.
@@ -79,6 +85,9 @@ func (o *Options) defaults() {
 	}
 	if o.RelayBatch <= 0 {
 		o.RelayBatch = 500
+	}
+	if o.DrawChunk <= 0 {
+		o.DrawChunk = 500
 	}
 }
 

@@ -55,7 +55,8 @@ func (r *recorder) of(typ string) []queue.Event {
 // that died: it neither renews nor releases its lease.
 type crashable struct {
 	*redisstore.Store
-	crashed atomic.Bool
+	crashed     atomic.Bool
+	placeBudget atomic.Int32
 }
 
 var errCrashed = errors.New("process is dead")
@@ -105,6 +106,35 @@ func (c *crashable) ReadOutboxes(ctx context.Context, consumer string, n int64, 
 		return nil, errCrashed
 	}
 	return c.Store.ReadOutboxes(ctx, consumer, n, reads)
+}
+
+// crashAfterPlacing makes the process die right after its n-th successful
+// place call of a draw (0: never).
+func (c *crashable) crashAfterPlacing(n int32) { c.placeBudget.Store(n) }
+
+func (c *crashable) StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
+	if c.crashed.Load() {
+		return queue.DrawWork{}, errCrashed
+	}
+	return c.Store.StartDraw(ctx, q, epoch)
+}
+
+func (c *crashable) PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error) {
+	if c.crashed.Load() {
+		return queue.DrawWork{}, errCrashed
+	}
+	w, err := c.Store.PlaceDrawn(ctx, q, epoch, users)
+	if err == nil && c.placeBudget.Load() > 0 && c.placeBudget.Add(-1) == 0 {
+		c.crashed.Store(true)
+	}
+	return w, err
+}
+
+func (c *crashable) FinishDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
+	if c.crashed.Load() {
+		return queue.DrawWork{}, errCrashed
+	}
+	return c.Store.FinishDraw(ctx, q, epoch)
 }
 
 // replica is one dispatcher process.

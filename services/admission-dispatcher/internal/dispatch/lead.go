@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -43,6 +44,8 @@ type leadership struct {
 	// tick supplies grants for the span since then.
 	applied time.Time
 	held    string
+	// drawing is set while a goroutine draws the queue's pre-queue.
+	drawing atomic.Bool
 	// failures counts ticks failed in a row; lastWarn rate-limits their log.
 	failures int
 	lastWarn time.Time

@@ -23,6 +23,9 @@ type Metrics interface {
 	Held(q, reason string)
 	// Resumed: q's admission is no longer held for reason.
 	Resumed(q, reason string)
+	// Drew: q's pre-queue was drawn, placed people given a place, in took
+	// (from the start of this replica's draw).
+	Drew(q string, placed int64, took time.Duration)
 	// Published counts events the broker confirmed.
 	Published(events []queue.Event)
 	// Backlog: n events of q's outbox are not yet confirmed by the broker.
@@ -38,13 +41,14 @@ type Metrics interface {
 // nopMetrics records nothing: the Dispatcher's Metrics when given none.
 type nopMetrics struct{}
 
-func (nopMetrics) Leading(string)            {}
-func (nopMetrics) SteppedDown(string)        {}
-func (nopMetrics) Ticked(time.Duration)      {}
-func (nopMetrics) Admitted(string, int, int) {}
-func (nopMetrics) Held(string, string)       {}
-func (nopMetrics) Resumed(string, string)    {}
-func (nopMetrics) Published([]queue.Event)   {}
-func (nopMetrics) Backlog(string, int64)     {}
-func (nopMetrics) StoppedRelaying(string)    {}
-func (nopMetrics) Forget(string)             {}
+func (nopMetrics) Leading(string)                    {}
+func (nopMetrics) SteppedDown(string)                {}
+func (nopMetrics) Ticked(time.Duration)              {}
+func (nopMetrics) Admitted(string, int, int)         {}
+func (nopMetrics) Held(string, string)               {}
+func (nopMetrics) Resumed(string, string)            {}
+func (nopMetrics) Published([]queue.Event)           {}
+func (nopMetrics) Drew(string, int64, time.Duration) {}
+func (nopMetrics) Backlog(string, int64)             {}
+func (nopMetrics) StoppedRelaying(string)            {}
+func (nopMetrics) Forget(string)                     {}

@@ -21,6 +21,7 @@ type tally struct {
 	mu                                    sync.Mutex
 	leading, steppedDown, stoppedRelaying map[string]int
 	forgotten, issued, expired, published map[string]int // published: by event type
+	drawn                                 map[string]int // people placed by draws, by queue
 	held                                  map[string]map[string]bool
 	backlog                               map[string]int64
 	ticks                                 []time.Duration
@@ -30,7 +31,7 @@ func newTally() *tally {
 	return &tally{
 		leading: map[string]int{}, steppedDown: map[string]int{}, stoppedRelaying: map[string]int{},
 		forgotten: map[string]int{}, issued: map[string]int{}, expired: map[string]int{}, published: map[string]int{},
-		held: map[string]map[string]bool{}, backlog: map[string]int64{},
+		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{},
 	}
 }
 
@@ -40,6 +41,9 @@ func (m *tally) Forget(q string)           { m.inc(m.forgotten, q, 1) }
 func (m *tally) Held(q, reason string)     { m.setHeld(q, reason, true) }
 func (m *tally) Resumed(q, reason string)  { m.setHeld(q, reason, false) }
 func (m *tally) Backlog(q string, n int64) { m.setBacklog(q, n) }
+func (m *tally) Drew(q string, placed int64, _ time.Duration) {
+	m.inc(m.drawn, q, int(placed))
+}
 
 func (m *tally) SteppedDown(q string) {
 	m.inc(m.steppedDown, q, 1)

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -89,13 +90,20 @@ func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r
 	}
 	if r.Held != ls.held {
 		if r.Held != "" {
-			ls.log.Warn("admission held", "reason", r.Held, "bound", l.d.o.OutboxBound, "waiting", r.Waiting)
+			level := slog.LevelWarn
+			if r.Held == queue.HeldDraw {
+				level = slog.LevelInfo // the start of a scheduled sale, not a fault
+			}
+			ls.log.Log(ctx, level, "admission held", "reason", r.Held, "bound", l.d.o.OutboxBound, "waiting", r.Waiting)
 			l.d.m.Held(ls.q, r.Held)
 		} else {
 			ls.log.Info("admission resumed", "after", ls.held)
 			l.d.m.Resumed(ls.q, ls.held)
 		}
 		ls.held = r.Held
+	}
+	if r.Held == queue.HeldDraw {
+		l.startDraw(ctx, ls)
 	}
 	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0

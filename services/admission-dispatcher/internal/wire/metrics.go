@@ -13,9 +13,9 @@ import (
 // metrics are the dispatcher's Prometheus series: dispatch.Metrics for the
 // Dispatcher, restore.Metrics for the OrderFailed handler.
 type metrics struct {
-	issued, expired, restored, published *prometheus.CounterVec
-	tick                                 prometheus.Histogram
-	leader, backlog, held                *prometheus.GaugeVec
+	issued, expired, restored, published, drawn *prometheus.CounterVec
+	tick, draw                                  prometheus.Histogram
+	leader, backlog, held                       *prometheus.GaugeVec
 }
 
 var (
@@ -38,13 +38,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "tick_duration_seconds",
 			Help: "Duration of one admission tick (the issue script round trip, pool wait included).", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}),
 		held: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "admission_held",
-			Help: "1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG)."}, []string{"queue", "reason"}),
+			Help: "1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG; DRAW: the pre-queue is being drawn at the start time)."}, []string{"queue", "reason"}),
+		drawn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "draw_placed_total",
+			Help: "Pre-queued people given a place by the draw at a queue's start time."}, []string{"queue"}),
+		draw: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "draw_duration_seconds",
+			Help: "Duration of one pre-queue draw by this replica (admission is held meanwhile).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
 			Help: "1 while this replica leads the queue."}, []string{"queue"}),
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
 			Help: "Events in the queue's outbox not yet confirmed by the broker."}, []string{"queue"}),
 	}
-	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held)
+	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw)
 	return m
 }
 
@@ -70,6 +74,11 @@ func (m *metrics) Admitted(q string, issued, expired int) {
 func (m *metrics) Held(q, reason string)    { m.held.WithLabelValues(q, reason).Set(1) }
 func (m *metrics) Resumed(q, reason string) { m.held.WithLabelValues(q, reason).Set(0) }
 
+func (m *metrics) Drew(q string, placed int64, took time.Duration) {
+	m.drawn.WithLabelValues(q).Add(float64(placed))
+	m.draw.Observe(took.Seconds())
+}
+
 func (m *metrics) Published(events []queue.Event) {
 	for _, e := range events {
 		m.published.WithLabelValues(e.Type).Inc()
@@ -82,7 +91,7 @@ func (m *metrics) StoppedRelaying(q string)  { m.backlog.DeleteLabelValues(q) }
 // Forget drops a deleted queue's series, so a thousand short-lived queues
 // do not leave a thousand series behind.
 func (m *metrics) Forget(q string) {
-	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored} {
+	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored, m.drawn} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
 	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held} {

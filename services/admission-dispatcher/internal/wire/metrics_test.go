@@ -47,6 +47,7 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 	m.Ticked(3 * time.Millisecond)
 	m.Published([]queue.Event{{Type: queue.EventTokenIssued}, {Type: queue.EventTokenIssued}})
 	m.Restored("a", queue.Restored)
+	m.Drew("a", 300, 40*time.Millisecond)
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -62,7 +63,9 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 		"waitingroom_dispatcher_tokens_restored_total":  "COUNTER OrderFailed events handled, by outcome (RESTORED, EXPIRED, FREED, DUPLICATE).",
 		"waitingroom_dispatcher_events_published_total": "COUNTER Outbox events confirmed by the broker, by type.",
 		"waitingroom_dispatcher_tick_duration_seconds":  "HISTOGRAM Duration of one admission tick (the issue script round trip, pool wait included).",
-		"waitingroom_dispatcher_admission_held":         "GAUGE 1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG).",
+		"waitingroom_dispatcher_admission_held":         "GAUGE 1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG; DRAW: the pre-queue is being drawn at the start time).",
+		"waitingroom_dispatcher_draw_placed_total":      "COUNTER Pre-queued people given a place by the draw at a queue's start time.",
+		"waitingroom_dispatcher_draw_duration_seconds":  "HISTOGRAM Duration of one pre-queue draw by this replica (admission is held meanwhile).",
 		"waitingroom_dispatcher_leader":                 "GAUGE 1 while this replica leads the queue.",
 		"waitingroom_dispatcher_outbox_backlog":         "GAUGE Events in the queue's outbox not yet confirmed by the broker.",
 	}
@@ -76,6 +79,8 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 	}
 	wantSeries := []string{
 		"waitingroom_dispatcher_admission_held{queue=a,reason=OUTBOX_BACKLOG} 1",
+		"waitingroom_dispatcher_draw_duration_seconds{} 1",
+		"waitingroom_dispatcher_draw_placed_total{queue=a} 300",
 		"waitingroom_dispatcher_events_published_total{type=TokenIssued} 2",
 		"waitingroom_dispatcher_leader{queue=a} 1",
 		"waitingroom_dispatcher_outbox_backlog{queue=a} 5",
@@ -101,6 +106,7 @@ func TestMetricsDropAQueuesSeries(t *testing.T) {
 		m.Held(q, queue.HeldOutboxBacklog)
 		m.Backlog(q, 3)
 		m.Restored(q, queue.Restored)
+		m.Drew(q, 5, time.Millisecond)
 	}
 	m.SteppedDown("a")
 	m.StoppedRelaying("a")
@@ -125,6 +131,7 @@ func TestMetricsDropAQueuesSeries(t *testing.T) {
 	}
 	want := []string{
 		"waitingroom_dispatcher_admission_held{queue=b,reason=OUTBOX_BACKLOG} 1",
+		"waitingroom_dispatcher_draw_placed_total{queue=b} 5",
 		"waitingroom_dispatcher_leader{queue=b} 1",
 		"waitingroom_dispatcher_outbox_backlog{queue=b} 3",
 		"waitingroom_dispatcher_tokens_expired_total{queue=b} 1",
