@@ -42,6 +42,9 @@ const (
 	TypeChallengeFailed = "challenge-failed"
 	// TypeChallengeNotRequired (409): the queue takes entrants without one.
 	TypeChallengeNotRequired = "challenge-not-required"
+	// TypeQueueStarted (409): the queue's start time has passed and its
+	// pre-queue was drawn; startsAt can no longer change.
+	TypeQueueStarted = "queue-started"
 
 	// The order path (order-service).
 	TypeInvalidEntryToken = "invalid-entry-token"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -18,7 +19,17 @@ func (s *Service) Configure(ctx context.Context, q string, patch queue.Patch) (q
 	}
 	return s.store.UpdateConfig(ctx, q, func(cur queue.Config, _ bool) (queue.Config, error) {
 		next := patch.Apply(cur)
-		if errs := next.Validate(); len(errs) > 0 {
+		errs := next.Validate()
+		if t := next.StartsAt; !t.IsZero() && !t.Equal(cur.StartsAt) {
+			// Only a new start time is checked against the clock: a PUT
+			// that repeats the current one after the start still passes.
+			if now := time.Now(); t.Before(now) {
+				errs = append(errs, queue.FieldError{Field: "startsAt", Message: "must be in the future (remove it, with null, to start now)"})
+			} else if t.After(now.Add(queue.MaxStartsAhead)) {
+				errs = append(errs, queue.FieldError{Field: "startsAt", Message: "must be at most a year ahead"})
+			}
+		}
+		if len(errs) > 0 {
 			return cur, &InvalidConfigError{Fields: errs}
 		}
 		return next, nil

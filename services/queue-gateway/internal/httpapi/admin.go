@@ -4,6 +4,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -26,6 +27,35 @@ type queueView struct {
 	// AdmissionHeld says why an open queue admits nobody right now
 	// (OUTBOX_BACKLOG: its events wait for the broker); absent when it admits.
 	AdmissionHeld string `json:"admissionHeld,omitempty"`
+	// Draw is the pre-queue draw of a queue with a start time.
+	Draw *drawView `json:"draw,omitempty"`
+}
+
+// drawView is a queue's pre-queue draw as anyone may audit it: the seed's
+// SHA-256 from the moment the start time is set, the seed once the draw is
+// done.
+type drawView struct {
+	State      string `json:"state"`
+	SeedSHA256 string `json:"seedSha256"`
+	Seed       string `json:"seed,omitempty"`
+	PreQueued  int64  `json:"preQueued"`
+	Placed     int64  `json:"placed"`
+	StartedAt  string `json:"startedAt,omitempty"`
+	DrawnAt    string `json:"drawnAt,omitempty"`
+}
+
+func newDrawView(d *queue.Draw) *drawView {
+	if d == nil {
+		return nil
+	}
+	v := &drawView{State: string(d.State), SeedSHA256: d.SeedSHA256, Seed: d.Seed, PreQueued: d.PreQueued, Placed: d.Placed}
+	if !d.StartedAt.IsZero() {
+		v.StartedAt = d.StartedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if !d.DrawnAt.IsZero() {
+		v.DrawnAt = d.DrawnAt.UTC().Format(time.RFC3339Nano)
+	}
+	return v
 }
 
 func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
@@ -38,6 +68,7 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 		MeasuredRatePerSec: round2(st.MeasuredRate),
 		Capacity:           cfg.Capacity(),
 		AdmissionHeld:      st.Held,
+		Draw:               newDrawView(st.Draw),
 	}
 }
 

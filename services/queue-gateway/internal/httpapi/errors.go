@@ -38,6 +38,8 @@ var problems = httpserver.NewProblems(
 		"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")),
 	httpserver.Is(app.ErrChallengeNotRequired, problem.New(http.StatusConflict, problem.TypeChallengeNotRequired,
 		"this queue asks for no challenge: enter directly")),
+	httpserver.Is(queue.ErrStarted, problem.New(http.StatusConflict, problem.TypeQueueStarted,
+		"this queue has started and its pre-queue was drawn: its startsAt can no longer change (create a new queue for another sale)")),
 	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
 	httpserver.Is(queue.ErrClosed, problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")),
 	httpserver.IsFunc(queue.ErrFull, func(*gin.Context) *problem.Problem {

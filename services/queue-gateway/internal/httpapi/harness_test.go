@@ -250,6 +250,9 @@ type standing struct {
 	TokenID             string  `json:"tokenId"`
 	ActivateAt          string  `json:"activateAt"`
 	ExpiresAt           string  `json:"expiresAt"`
+	StartsAt            string  `json:"startsAt"`
+	StartsInMs          int64   `json:"startsInMs"`
+	PreQueued           int64   `json:"preQueued"`
 }
 
 func (h *harness) enter(q, user string) (response, standing, error) {

@@ -60,6 +60,11 @@ type publicQueueView struct {
 	// its first enter, instead of learning it from a 428.
 	EnterChallenge    string `json:"enterChallenge"`
 	PowDifficultyBits int64  `json:"powDifficultyBits,omitempty"`
+	// StartsAt is the sale's start time, when it has one; Draw is its
+	// pre-queue draw (the seed's hash before, the seed after), for anyone
+	// to audit.
+	StartsAt string    `json:"startsAt,omitempty"`
+	Draw     *drawView `json:"draw,omitempty"`
 }
 
 func (h *handler) publicQueue(c *gin.Context) {
@@ -69,9 +74,15 @@ func (h *handler) publicQueue(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	var starts string
+	if !cfg.StartsAt.IsZero() {
+		starts = cfg.StartsAt.UTC().Format(time.RFC3339Nano)
+	}
 	// Cheap to cache: a second-old figure is as good for a waiting page.
 	c.Header("Cache-Control", "public, max-age=1")
 	c.JSON(http.StatusOK, publicQueueView{
+		StartsAt:            starts,
+		Draw:                newDrawView(stats.Draw),
 		QueueID:             q,
 		State:               string(cfg.State),
 		Waiting:             stats.Waiting,
