@@ -465,3 +465,75 @@ func TestHeldRenewReplyRetriedKeepsTheLease(t *testing.T) {
 	}
 	t.Logf("%d held renewals answered true at epoch %d (%d held replies)", heldRounds, epoch, p.Held())
 }
+
+// A pre-queue draw whose every step answers late: the enter that closes the
+// pre-queue, QueueStarted, each place call and the finish all have their
+// reply held and are sent again. The retries change nothing: one
+// QueueStarted, one QueueDrawn, every pre-queued person placed once, in
+// the drawn order, on the sequence numbers reserved for them, and the late
+// entrant right behind.
+func TestHeldDrawRepliesRetriedPlaceEveryoneOnce(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	p, ps := proxiedStore(t)
+	ctx := context.Background()
+	starts := time.Now().Add(300 * time.Millisecond)
+	q := scheduled(t, s, starts, nil)
+	k := redisstore.KeysFor(q)
+	early := names("e", 12)
+	enterAll(t, s, q, queue.PreQueue, early...)
+	epoch := lead(t, s, q, "d1")
+	time.Sleep(time.Until(starts) + 20*time.Millisecond)
+
+	var late queue.Standing
+	withHeldReply(t, p, requestWith(k.PreQueue(), respBulk("late")), func() (err error) {
+		late, err = ps.Enter(ctx, q, "late")
+		return err
+	})
+	if late.State != queue.Waiting || late.Position != 1 || rdb.Get(ctx, k.Seq()).Val() != "13" {
+		t.Fatalf("the late entrant whose enter closed the pre-queue: %+v, seq %s; want WAITING 1, seq 13", late, rdb.Get(ctx, k.Seq()).Val())
+	}
+	hash := scriptHash(t, "draw")
+	var w queue.DrawWork
+	withHeldReply(t, p, requestWith(hash, respBulk("announce")), func() (err error) {
+		w, err = ps.StartDraw(ctx, q, epoch)
+		return err
+	})
+	order, err := queue.DrawOrder(w.Seed, w.Remaining)
+	if err != nil || len(order) != 12 {
+		t.Fatalf("draw order of %d: %v", len(order), err)
+	}
+	for i := 0; i < len(order); i += 4 {
+		chunk := order[i : i+4]
+		withHeldReply(t, p, requestWith(hash, respBulk("place"), respBulk(chunk[0])), func() (err error) {
+			w, err = ps.PlaceDrawn(ctx, q, epoch, chunk)
+			return err
+		})
+		if w.Placed != int64(i+4) {
+			t.Fatalf("after chunk %d: %d placed, want %d", i/4, w.Placed, i+4)
+		}
+	}
+	withHeldReply(t, p, requestWith(hash, respBulk("finish")), func() (err error) {
+		w, err = ps.FinishDraw(ctx, q, epoch)
+		return err
+	})
+	if w.State != queue.DrawDrawn || w.Placed != 12 {
+		t.Fatalf("finish: %+v", w)
+	}
+	line := rdb.ZRangeWithScores(ctx, k.Waiting(), 0, -1).Val()
+	if len(line) != 13 {
+		t.Fatalf("%d in line, want 13", len(line))
+	}
+	for i, z := range line {
+		want, score := "late", 13.0
+		if i < 12 {
+			want, score = order[i], float64(i+1)
+		}
+		if z.Member != want || z.Score != score {
+			t.Fatalf("place %d: %v at %v, want %s at %v", i+1, z.Member, z.Score, want, score)
+		}
+	}
+	if a, b := len(outboxOf(t, rdb, q, queue.EventQueueStarted)), len(outboxOf(t, rdb, q, queue.EventQueueDrawn)); a != 1 || b != 1 {
+		t.Errorf("%d QueueStarted and %d QueueDrawn after retried steps, want 1 and 1", a, b)
+	}
+}
