@@ -286,6 +286,12 @@ sse_p50=$(grep -oE '[0-9.]+ p50-lag-ms' <<<"$sse_line" | awk '{print $1}')
 sse_p99=$(grep -oE '[0-9.]+ p99-lag-ms' <<<"$sse_line" | awk '{print $1}')
 sse_log=$(grep -E 'streams: RSS' "$W/sse.txt" | sed 's/^ *//' | tail -1)
 
+# ---------------------------------------------------------------- 7. pre-queue draw
+say "draw of a 100,000 pre-queue: BenchmarkDraw100k"
+go test -run '^$' -bench 'BenchmarkDraw100k$' -benchtime 3x ./pkg/redisstore/ >"$W/draw.txt" 2>&1
+draw_ns=$(awk '/^BenchmarkDraw100k/ {print $3; exit}' "$W/draw.txt")
+draw_s=$(python3 -c "print(f'{float(\"${draw_ns:-0}\")/1e9:.2f}')")
+
 # ---------------------------------------------------------------- write BENCHMARKS.md
 ratio() { python3 -c "a,b=float('${1:-0}' or 0),float('${2:-0}' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
@@ -318,6 +324,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | orders/s on one hot product row (BenchmarkPlaceOrderHotRow) | ${hot_ops} orders/s (p99 ${hot_p99} ms) | pgbench conditional UPDATE, 40 clients: ${pg_tps} tps | $(ratio "$hot_ops" "$pg_tps") |
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream; lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
+| pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
 
 ## 1. Gateway against its ceilings
 
