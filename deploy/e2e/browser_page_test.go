@@ -341,6 +341,9 @@ type pageState struct {
 	UseLink       string          `json:"useLink"`
 	KeepIdentity  string          `json:"keepIdentity"`
 	CheckNote     string          `json:"checkNote"`
+	StartsIn      string          `json:"startsIn"`
+	PreQueued     string          `json:"preQueued"`
+	DrawNote      string          `json:"drawNote"`
 	Shown         map[string]bool `json:"shown"`
 	EnterDisabled bool            `json:"enterDisabled"`
 	OrderDisabled bool            `json:"orderDisabled"`
@@ -355,9 +358,9 @@ func (p pageState) String() string {
 			shown = append(shown, id)
 		}
 	}
-	return fmt.Sprintf("status %q (%s), position %q, ahead %q, eta %q, line %q, progress %d, countdown %q, expiry %q, order %q, form note %q, products %q, link user %q, current user %q, check note %q, shown %v",
+	return fmt.Sprintf("status %q (%s), position %q, ahead %q, eta %q, line %q, progress %d, countdown %q, expiry %q, order %q, form note %q, products %q, link user %q, current user %q, check note %q, starts in %q, pre-queued %q, shown %v",
 		p.Status, p.Kind, p.Position, p.Ahead, p.ETA, p.QueueState, p.Progress, p.Countdown, p.Expiry, p.OrderID, p.FormNote, p.Products,
-		p.LinkUser, p.CurrentUser, p.CheckNote, shown)
+		p.LinkUser, p.CurrentUser, p.CheckNote, p.StartsIn, p.PreQueued, shown)
 }
 
 const readPage = `(() => {
@@ -365,7 +368,7 @@ const readPage = `(() => {
   const text = (id) => ($(id) ? $(id).textContent.trim() : '');
   const shown = (id) => !!$(id) && $(id).checkVisibility();
   const ids = ['identity', 'dev-login', 'signin-required', 'line', 'figures', 'enter', 'enter-again',
-    'turn', 'countdown', 'order-form', 'result', 'switch', 'current-note', 'check'];
+    'turn', 'countdown', 'order-form', 'result', 'switch', 'current-note', 'check', 'prequeue'];
   return {
     status: text('status-text'), kind: $('status') ? $('status').dataset.kind : '',
     name: $('name') ? $('name').value : '',
@@ -373,6 +376,7 @@ const readPage = `(() => {
     progress: $('progress') ? Number($('progress').value) : -1,
     linkUser: text('link-user'), currentUser: text('current-user'), useLink: text('use-link'),
     keepIdentity: text('keep-identity'), checkNote: text('check-note'),
+    startsIn: text('starts-in'), preQueued: text('pre-queued'), drawNote: text('draw-note'),
     countdown: text('countdown'), expiry: text('expiry'), orderId: text('order-id'), formNote: text('form-note'),
     products: Array.from($('product') ? $('product').options : [], (o) => o.text),
     quantities: Array.from($('quantity') ? $('quantity').options : [], (o) => o.value),

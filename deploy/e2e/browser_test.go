@@ -3,8 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,25 +15,27 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
 // TestBrowserWaitingRoom drives the waiting-room page in headless chromium
 // against the services as processes: a buyer waits, watches the line move,
-// gets the turn and orders; a full line; a turn that expires; and the page
-// without its notification stream, polling.
+// gets the turn and orders; a full line; a turn that expires; the page
+// without its notification stream, polling; and a sale with a start time,
+// whose early comers get drawn places.
 func TestBrowserWaitingRoom(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	browser := newBrowser(t)
 	id := testenv.ID(t)
-	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling"}
+	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop"}
 	// Two more queues, which no dispatcher serves: nobody is admitted there.
 	link, challenge, refused := id+"-link", id+"-challenge", id+"-refused"
 	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, link, challenge, refused} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, link, challenge, refused} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -44,6 +48,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("LinkIdentity", func(t *testing.T) { browserLinkIdentity(t, sys.in(t), browser, link) })
 	t.Run("EnterChallenge", func(t *testing.T) { browserEnterChallenge(t, sys.in(t), browser, challenge) })
 	t.Run("ChallengeRefused", func(t *testing.T) { browserChallengeRefused(t, sys.in(t), browser, refused) })
+	t.Run("ScheduledDrop", func(t *testing.T) { browserScheduledDrop(t, sys.in(t), browser, qs.drop) })
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -328,4 +333,226 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 		t.Fatalf("GET order %s: %d %v", st.OrderID, code, order)
 	}
 	tb.shot("confirmed")
+}
+
+// drawing is what the pre-queue's countdown says from the start until the
+// page learns its drawn place.
+const drawing = "Drawing places…"
+
+var startsIn = regexp.MustCompile(`^Sale starts in 0:(\d\d)$`)
+
+// A sale that starts about 8 s after three buyers signed in. They enter
+// before the start and wait in its pre-queue: each page counts down by
+// itself, shows how many wait and says that the start draws the places, and
+// asks the gateway nothing more before the start. At the start the pages say
+// the places are being drawn until they learn theirs: places 1 to 3, in the
+// order the seed published after the draw gives (HMAC-SHA256 of each id), and
+// a fourth buyer who enters after the start is place 4. Then the line moves:
+// everyone is admitted in place order and the first orders.
+func browserScheduledDrop(t *testing.T, s *browserSystem, browser context.Context, q string) {
+	// Paused, so that the drawn places hold still to be read: the draw
+	// happens at the start whatever the state, admission only once OPEN.
+	s.queue(q, map[string]any{"state": "PAUSED", "admissionRatePerSec": 2, "activationSpreadMs": 0,
+		"startsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	s.product(q, "hoodie", "Drop hoodie", 5, 6000)
+	early := []string{"early-ann", "early-bo", "early-cy"}
+	tabs := make([]*tab, len(early))
+	for i, u := range early {
+		tabs[i] = openTab(t, browser, "drop-"+u, s.gateway.URL+"/q/"+q)
+		tabs[i].signIn(u)
+	}
+	late := openTab(t, browser, "drop-late", s.gateway.URL+"/q/"+q)
+	late.signIn("late-dee")
+
+	// Everyone is signed in: bring the start close.
+	startsAt := time.Now().Add(9 * time.Second).Truncate(time.Second)
+	s.queue(q, map[string]any{"startsAt": startsAt.UTC().Format(time.RFC3339)})
+	t.Logf("the sale starts at %s, in %s", startsAt.Format(time.RFC3339), time.Until(startsAt).Round(time.Millisecond))
+	// tabs[1] is not reloaded below: it must ask nothing between its enter
+	// and the start (its next poll is spread after the start).
+	quiet := tabs[1].recordRequests()
+	polls := func(r sentRequest) bool {
+		return r.method == http.MethodGet && strings.Contains(r.url, "/api/v1/queues/"+q+"/position")
+	}
+	streams := func(r sentRequest) bool { return strings.Contains(r.url, "/api/v1/queues/"+q+"/events") }
+
+	for i, tb := range tabs {
+		tb.click("enter")
+		st := tb.waitFor("the pre-queue", 5*time.Second, func(p pageState) bool { return p.Shown["prequeue"] })
+		// Each saw the pre-queue as it entered: i people before it, and itself.
+		if st.PreQueued != strconv.Itoa(i+1) || st.Shown["figures"] || st.Shown["enter"] || st.Kind != "wait" ||
+			!strings.HasPrefix(st.Status, "You are waiting for the sale to start") ||
+			strings.Join(strings.Fields(st.DrawNote), " ") != "Everyone who arrives before the start gets a randomly drawn place in line, so arriving early gives no advantage." {
+			t.Fatalf("%s after entering before the start: %v (draw note %q)", tb.name, st, st.DrawNote)
+		}
+		countdownNear(t, tb.name, st, startsAt)
+	}
+	for _, u := range early {
+		v := s.position(q, u)
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v["startsAt"]))
+		ms, _ := v["startsInMs"].(float64)
+		if v["state"] != "PRE_QUEUE" || v["position"] != 0.0 || v["preQueued"] != float64(len(early)) ||
+			err != nil || !at.Equal(startsAt) || ms <= 0 || ms > 9000 {
+			t.Fatalf("%s before the start, as the gateway tells it: %v", u, v)
+		}
+	}
+	// A reload asks again: the count is the gateway's, not the page's.
+	tabs[0].do(chromedp.Reload())
+	st := tabs[0].waitFor("the pre-queue after a reload", 5*time.Second, func(p pageState) bool { return p.Shown["prequeue"] })
+	if st.PreQueued != strconv.Itoa(len(early)) {
+		t.Fatalf("reloaded before the start: %v, want %d pre-queued", st, len(early))
+	}
+	countdownNear(t, tabs[0].name, st, startsAt)
+	tabs[0].shot("pre-queue")
+
+	// The countdown runs on each page by itself.
+	first := make([]int, len(tabs))
+	for i, tb := range tabs {
+		first[i] = countdownNear(t, tb.name, tb.waitFor("a reading", 5*time.Second, func(pageState) bool { return true }), startsAt)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for i, tb := range tabs {
+		st := tb.waitFor("a second reading", 5*time.Second, func(pageState) bool { return true })
+		if n := countdownNear(t, tb.name, st, startsAt); n >= first[i] || n < first[i]-2 {
+			t.Fatalf("%s: the countdown read %d s, then %d s 1.1 s later", tb.name, first[i], n)
+		}
+	}
+	t.Logf("countdowns read %v s, then one lower, %s before the start", first, time.Until(startsAt).Round(time.Millisecond))
+	tabs[1].shot("countdown")
+
+	// At the start every page says the places are being drawn until it
+	// learns its own (its first poll comes half a second after the start at
+	// the earliest).
+	for _, tb := range tabs {
+		st := tb.waitFor("the start", time.Until(startsAt)+5*time.Second, func(p pageState) bool {
+			return p.StartsIn == drawing || p.Shown["figures"]
+		})
+		if st.StartsIn != drawing || st.Shown["figures"] || !strings.HasPrefix(st.Status, "The sale has started. Drawing places") {
+			t.Fatalf("%s at the start: %v", tb.name, st)
+		}
+		if before := time.Until(startsAt); before > 300*time.Millisecond {
+			t.Fatalf("%s said %q %s before the start", tb.name, drawing, before)
+		}
+	}
+	if n, m := quiet.count(polls), quiet.count(streams); n != 0 || m != 0 {
+		t.Fatalf("%s asked the gateway for its position %d times and opened %d streams between its enter and the start, want 0 and 0", tabs[1].name, n, m)
+	}
+	t.Logf("all %d pages said %q %s after the start", len(tabs), drawing, time.Since(startsAt).Round(time.Millisecond))
+	tabs[0].shot("drawing")
+
+	// The drawn places: 1 to n, each once, as the page and the gateway tell them.
+	places := map[string]int{}
+	taken := map[int]bool{}
+	for i, tb := range tabs {
+		st := tb.waitFor("the drawn place", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && atoi(p.Position) >= 1 })
+		place := atoi(st.Position)
+		if place > len(early) || taken[place] || st.Ahead != strconv.Itoa(place-1) || st.Shown["prequeue"] ||
+			!strings.Contains(st.QueueState, "paused") {
+			t.Fatalf("%s after the draw: %v; places so far %v", tb.name, st, places)
+		}
+		if v := s.position(q, early[i]); v["state"] != "WAITING" || v["position"] != float64(place) {
+			t.Fatalf("%s shows place %d, the gateway tells %v", early[i], place, v)
+		}
+		taken[place] = true
+		places[early[i]] = place
+		tb.shot(fmt.Sprintf("drawn-place-%d", place))
+	}
+	t.Logf("drawn places %v, all shown %s after the start", places, time.Since(startsAt).Round(time.Millisecond))
+	drawnInOrder(t, s, q, early, places)
+
+	late.click("enter")
+	st = late.waitFor("a place after the start", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && atoi(p.Position) >= 1 })
+	if st.Position != strconv.Itoa(len(early)+1) || st.Ahead != strconv.Itoa(len(early)) || st.Shown["prequeue"] {
+		t.Fatalf("entered after the start, behind %d drawn places: %v", len(early), st)
+	}
+	late.shot("after-the-start")
+
+	// The line moves: each is admitted, in place order.
+	s.queue(q, map[string]any{"state": "OPEN"})
+	all := append(append([]*tab{}, tabs...), late)
+	users := append(append([]string{}, early...), "late-dee")
+	for _, tb := range all {
+		tb.waitFor("the turn", 15*time.Second, func(p pageState) bool {
+			return p.Shown["order-form"] && len(p.Quantities) > 0 && !p.OrderDisabled
+		})
+	}
+	byPlace := make([]string, len(users))
+	for _, u := range users {
+		place := len(users) // late-dee
+		if p, ok := places[u]; ok {
+			place = p
+		}
+		byPlace[place-1] = u
+	}
+	var last time.Time
+	for place, u := range byPlace {
+		v := s.position(q, u)
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(v["activateAt"]))
+		if v["state"] != "ADMITTED" || err != nil || at.Before(last) {
+			t.Fatalf("place %d (%s) admitted at %v after the place before it at %s: %v", place+1, u, v["activateAt"], last, v)
+		}
+		last = at
+	}
+	t.Logf("admitted in place order %v", byPlace)
+
+	buyer := all[slices.Index(users, byPlace[0])]
+	buyer.shot("turn")
+	buyer.click("order")
+	st = buyer.waitFor("the order confirmation", 15*time.Second, func(p pageState) bool { return p.Shown["result"] && p.OrderID != "" })
+	if code, order := s.call(http.MethodGet, s.order.URL+"/api/v1/orders/"+st.OrderID, byPlace[0], "", nil); code != http.StatusOK ||
+		order["productId"] != "hoodie" || order["quantity"] != 1.0 || order["queueId"] != q {
+		t.Fatalf("GET order %s as %s: %d %v", st.OrderID, byPlace[0], code, order)
+	}
+	buyer.shot("confirmed")
+}
+
+// countdownNear checks that the page shows a countdown to startsAt within a
+// second of the test's own, and returns its seconds.
+func countdownNear(t *testing.T, name string, st pageState, startsAt time.Time) int {
+	t.Helper()
+	left := time.Until(startsAt)
+	m := startsIn.FindStringSubmatch(st.StartsIn)
+	if m == nil {
+		t.Fatalf("%s: no countdown with %s left to the start: %v", name, left.Round(time.Millisecond), st)
+	}
+	n := atoi(m[1])
+	if want := int(math.Ceil(left.Seconds())); n < want-1 || n > want+1 {
+		t.Fatalf("%s: countdown %q with %s left to the start", name, st.StartsIn, left.Round(time.Millisecond))
+	}
+	return n
+}
+
+// drawnInOrder checks the draw as an auditor would once it is done: the
+// published seed matches the SHA-256 published before, and orders the
+// pre-queued ids (HMAC-SHA256 keyed with the seed, ascending) as the places
+// were given.
+func drawnInOrder(t *testing.T, s *browserSystem, q string, users []string, places map[string]int) {
+	t.Helper()
+	var draw map[string]any
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, v := s.call(http.MethodGet, s.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
+		draw, _ = v["draw"].(map[string]any)
+		if code == http.StatusOK && draw["state"] == "DRAWN" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the draw is not DRAWN 5 s after every place was shown: %d %v", code, v)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	seed, _ := draw["seed"].(string)
+	sha, err := queue.SeedSHA256(seed)
+	if err != nil || sha != draw["seedSha256"] || draw["preQueued"] != float64(len(users)) || draw["placed"] != float64(len(users)) {
+		t.Fatalf("the draw as published: %v (SHA-256 of the seed %s, %v)", draw, sha, err)
+	}
+	order, err := queue.DrawOrder(seed, users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, u := range order {
+		if places[u] != i+1 {
+			t.Fatalf("the seed draws %v, the places given are %v", order, places)
+		}
+	}
 }
