@@ -40,7 +40,30 @@ type Config struct {
 	// from a seed committed when StartsAt was set), all ahead of anyone
 	// who enters after it. It can change until the start, not after.
 	StartsAt time.Time `json:"startsAt,omitzero"`
+	// AdmissionMode FIXED admits at AdmissionRatePerSec; ADAPTIVE starts
+	// there and follows the order path's health between
+	// MinAdmissionRatePerSec and MaxAdmissionRatePerSec, aiming for order
+	// transactions under TargetOrderLatencyMs at the 95th percentile.
+	AdmissionMode          AdmissionMode `json:"admissionMode"`
+	MinAdmissionRatePerSec float64       `json:"minAdmissionRatePerSec"`
+	MaxAdmissionRatePerSec float64       `json:"maxAdmissionRatePerSec"`
+	TargetOrderLatencyMs   int64         `json:"targetOrderLatencyMs"`
 }
+
+// AdmissionMode is how a queue's admission rate is set.
+type AdmissionMode string
+
+// The admission modes.
+const (
+	// AdmissionFixed: the configured rate, always.
+	AdmissionFixed AdmissionMode = "FIXED"
+	// AdmissionAdaptive: a rate the dispatcher steers by the order path's
+	// health reports.
+	AdmissionAdaptive AdmissionMode = "ADAPTIVE"
+)
+
+// Valid reports whether m is a known mode.
+func (m AdmissionMode) Valid() bool { return m == AdmissionFixed || m == AdmissionAdaptive }
 
 // EnterChallenge is a queue's challenge at enter.
 type EnterChallenge string
@@ -56,17 +79,19 @@ func (c EnterChallenge) Valid() bool { return c == ChallengeNone || c == Challen
 
 // Bounds of the knobs. Values outside them are operator mistakes, not tuning.
 const (
-	MinAdmissionRate      = 0.01
-	MaxAdmissionRate      = 100_000
-	MaxMaxActive          = 10_000_000
-	MaxMaxQueueSize       = 50_000_000
-	MaxMaxWaitSeconds     = 7 * 24 * 3600
-	MinTokenTTLSeconds    = 1
-	MaxTokenTTLSeconds    = 24 * 3600
-	MaxActivationSpreadMs = 60_000
-	MinPowDifficultyBits  = 1
-	MaxPowDifficultyBits  = 32
-	MaxMaxOrdersPerUser   = 1000
+	MinAdmissionRate        = 0.01
+	MaxAdmissionRate        = 100_000
+	MaxMaxActive            = 10_000_000
+	MaxMaxQueueSize         = 50_000_000
+	MaxMaxWaitSeconds       = 7 * 24 * 3600
+	MinTokenTTLSeconds      = 1
+	MaxTokenTTLSeconds      = 24 * 3600
+	MaxActivationSpreadMs   = 60_000
+	MinPowDifficultyBits    = 1
+	MaxPowDifficultyBits    = 32
+	MaxMaxOrdersPerUser     = 1000
+	MinTargetOrderLatencyMs = 10
+	MaxTargetOrderLatencyMs = 60_000
 	// MaxStartsAhead is the furthest ahead a start time may be set.
 	MaxStartsAhead = 366 * 24 * time.Hour
 )
@@ -85,6 +110,11 @@ func DefaultConfig() Config {
 		ActivationSpreadMs:  2000,
 		EnterChallenge:      ChallengeNone,
 		PowDifficultyBits:   16,
+
+		AdmissionMode:          AdmissionFixed,
+		MinAdmissionRatePerSec: 10,
+		MaxAdmissionRatePerSec: 175,
+		TargetOrderLatencyMs:   500,
 	}
 }
 
@@ -141,6 +171,21 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.PowDifficultyBits < MinPowDifficultyBits || c.PowDifficultyBits > MaxPowDifficultyBits {
 		add("powDifficultyBits", "must be between %d and %d", MinPowDifficultyBits, MaxPowDifficultyBits)
+	}
+	if !c.AdmissionMode.Valid() {
+		add("admissionMode", "must be FIXED or ADAPTIVE")
+	}
+	rateOK := func(f float64) bool { return !math.IsNaN(f) && f >= MinAdmissionRate && f <= MaxAdmissionRate }
+	if !rateOK(c.MinAdmissionRatePerSec) {
+		add("minAdmissionRatePerSec", "must be between %g and %d", MinAdmissionRate, MaxAdmissionRate)
+	}
+	if !rateOK(c.MaxAdmissionRatePerSec) {
+		add("maxAdmissionRatePerSec", "must be between %g and %d", MinAdmissionRate, MaxAdmissionRate)
+	} else if rateOK(c.MinAdmissionRatePerSec) && c.MaxAdmissionRatePerSec < c.MinAdmissionRatePerSec {
+		add("maxAdmissionRatePerSec", "must be at least minAdmissionRatePerSec")
+	}
+	if c.TargetOrderLatencyMs < MinTargetOrderLatencyMs || c.TargetOrderLatencyMs > MaxTargetOrderLatencyMs {
+		add("targetOrderLatencyMs", "must be between %d and %d", MinTargetOrderLatencyMs, MaxTargetOrderLatencyMs)
 	}
 	if c.MaxOrdersPerUser < 0 || c.MaxOrdersPerUser > MaxMaxOrdersPerUser {
 		add("maxOrdersPerUser", "must be between 0 (no limit) and %d", MaxMaxOrdersPerUser)

@@ -22,6 +22,11 @@ type Patch struct {
 	// StartsAt sets the start time; a zero time removes it (the sale
 	// starts now: the pre-queue is drawn at once).
 	StartsAt *time.Time
+
+	AdmissionMode          *AdmissionMode
+	MinAdmissionRatePerSec *float64
+	MaxAdmissionRatePerSec *float64
+	TargetOrderLatencyMs   *int64
 }
 
 // Apply returns c with the patch's fields set.
@@ -45,7 +50,19 @@ func (p Patch) Apply(c Config) Config {
 	if p.StartsAt != nil {
 		c.StartsAt = *p.StartsAt
 	}
+	if p.AdmissionMode != nil {
+		c.AdmissionMode = *p.AdmissionMode
+	}
+	setFloat(&c.MinAdmissionRatePerSec, p.MinAdmissionRatePerSec)
+	setFloat(&c.MaxAdmissionRatePerSec, p.MaxAdmissionRatePerSec)
+	setInt(&c.TargetOrderLatencyMs, p.TargetOrderLatencyMs)
 	return c
+}
+
+func setFloat(dst *float64, v *float64) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 func setInt(dst *int64, v *int64) {
@@ -101,11 +118,21 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 				p.State = &st
 			}
 		case "admissionRatePerSec":
-			var f float64
-			if json.Unmarshal(v, &f) != nil {
-				msg = "must be a number"
+			p.AdmissionRatePerSec, msg = decodeFloat(v)
+		case "minAdmissionRatePerSec":
+			p.MinAdmissionRatePerSec, msg = decodeFloat(v)
+		case "maxAdmissionRatePerSec":
+			p.MaxAdmissionRatePerSec, msg = decodeFloat(v)
+		case "targetOrderLatencyMs":
+			p.TargetOrderLatencyMs, msg = decodeInt(v)
+		case "admissionMode":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				msg = "must be a string: FIXED or ADAPTIVE"
+			} else if m := AdmissionMode(s); !m.Valid() {
+				msg = "must be FIXED or ADAPTIVE"
 			} else {
-				p.AdmissionRatePerSec = &f
+				p.AdmissionMode = &m
 			}
 		case "maxActive":
 			p.MaxActive, msg = decodeInt(v)
@@ -138,6 +165,14 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 		}
 	}
 	return p, errs
+}
+
+func decodeFloat(v json.RawMessage) (*float64, string) {
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil {
+		return nil, "must be a number"
+	}
+	return &f, ""
 }
 
 func decodeInt(v json.RawMessage) (*int64, string) {

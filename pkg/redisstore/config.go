@@ -163,17 +163,21 @@ func (s *Store) Challenge(ctx context.Context, q string) (queue.EnterChallenge, 
 
 func encodeConfig(c queue.Config) map[string]any {
 	return map[string]any{
-		"state":               string(c.State),
-		"admissionRatePerSec": strconv.FormatFloat(c.AdmissionRatePerSec, 'f', -1, 64),
-		"maxActive":           c.MaxActive,
-		"maxQueueSize":        c.MaxQueueSize,
-		"maxWaitSeconds":      c.MaxWaitSeconds,
-		"tokenTtlSeconds":     c.TokenTTLSeconds,
-		"activationSpreadMs":  c.ActivationSpreadMs,
-		"enterChallenge":      string(c.EnterChallenge),
-		"powDifficultyBits":   c.PowDifficultyBits,
-		"maxOrdersPerUser":    c.MaxOrdersPerUser,
-		"startsAtMs":          startsAtMs(c.StartsAt),
+		"state":                  string(c.State),
+		"admissionRatePerSec":    strconv.FormatFloat(c.AdmissionRatePerSec, 'f', -1, 64),
+		"maxActive":              c.MaxActive,
+		"maxQueueSize":           c.MaxQueueSize,
+		"maxWaitSeconds":         c.MaxWaitSeconds,
+		"tokenTtlSeconds":        c.TokenTTLSeconds,
+		"activationSpreadMs":     c.ActivationSpreadMs,
+		"enterChallenge":         string(c.EnterChallenge),
+		"powDifficultyBits":      c.PowDifficultyBits,
+		"maxOrdersPerUser":       c.MaxOrdersPerUser,
+		"startsAtMs":             startsAtMs(c.StartsAt),
+		"admissionMode":          string(c.AdmissionMode),
+		"minAdmissionRatePerSec": strconv.FormatFloat(c.MinAdmissionRatePerSec, 'f', -1, 64),
+		"maxAdmissionRatePerSec": strconv.FormatFloat(c.MaxAdmissionRatePerSec, 'f', -1, 64),
+		"targetOrderLatencyMs":   c.TargetOrderLatencyMs,
 	}
 }
 
@@ -190,10 +194,19 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 			err = fmt.Errorf("field %s: %w", field, err)
 		}
 	}
-	if v, ok := h["admissionRatePerSec"]; ok {
-		if c.AdmissionRatePerSec, err = strconv.ParseFloat(v, 64); err != nil {
-			return c, fmt.Errorf("field admissionRatePerSec: %w", err)
+	for field, dst := range map[string]*float64{
+		"admissionRatePerSec":    &c.AdmissionRatePerSec,
+		"minAdmissionRatePerSec": &c.MinAdmissionRatePerSec,
+		"maxAdmissionRatePerSec": &c.MaxAdmissionRatePerSec,
+	} {
+		if v, ok := h[field]; ok {
+			if *dst, err = strconv.ParseFloat(v, 64); err != nil {
+				return c, fmt.Errorf("field %s: %w", field, err)
+			}
 		}
+	}
+	if v, ok := h["admissionMode"]; ok {
+		c.AdmissionMode = queue.AdmissionMode(v)
 	}
 	num("maxActive", &c.MaxActive)
 	num("maxQueueSize", &c.MaxQueueSize)
@@ -202,6 +215,7 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("activationSpreadMs", &c.ActivationSpreadMs)
 	num("powDifficultyBits", &c.PowDifficultyBits)
 	num("maxOrdersPerUser", &c.MaxOrdersPerUser)
+	num("targetOrderLatencyMs", &c.TargetOrderLatencyMs)
 	var starts int64
 	num("startsAtMs", &starts)
 	if starts > 0 {

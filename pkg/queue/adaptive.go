@@ -1,0 +1,152 @@
+package queue
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Adaptive admission: an AIMD controller, as TCP's congestion control.
+// Once per health report (a second) it looks at the order path: if the
+// transactions' p95 is over the queue's target, or more than
+// MaxUnavailableShare of the attempts were answered 503 or timed out, or
+// the order events pile up (OutboxBacklogLimit), it cuts the rate by
+// DecreaseFactor; otherwise it adds a twentieth of the range. A
+// multiplicative cut gets away from an overload in a few seconds (0.7^2 is
+// under half), the small additive step probes back without overshooting
+// far, and the pair converges instead of oscillating (AIMD's fairness and
+// stability argument, Chiu and Jain 1989). Admissions reach the order path
+// seconds later (people take time to order), so after a cut the controller
+// waits DecreaseCooldown before cutting again: without it, the reports of
+// the seconds before the cut would drive the rate to the floor. With no
+// report for HealthStaleAfter it holds the rate: it never races up blind.
+const (
+	DecreaseFactor      = 0.7
+	IncreaseSteps       = 20
+	DecreaseCooldown    = 2 * time.Second
+	HealthStaleAfter    = 5 * time.Second
+	MaxUnavailableShare = 0.02
+	OutboxBacklogLimit  = 10_000
+)
+
+// RateDecision is why the controller set the rate it set.
+type RateDecision string
+
+// The decisions, as the admin view and the metrics name them.
+const (
+	RateIncrease   RateDecision = "INCREASE"
+	RateAtMax      RateDecision = "AT_MAX"
+	RateDecrease   RateDecision = "DECREASE"
+	RateAtMin      RateDecision = "AT_MIN"
+	RateCooldown   RateDecision = "COOLDOWN"
+	RateHoldStale  RateDecision = "HOLD_STALE"
+	RateHoldNoNews RateDecision = "HOLD"
+)
+
+// RateStep is one decision: the rate, what decided it and why, in words.
+type RateStep struct {
+	Rate     float64
+	Decision RateDecision
+	Reason   string
+}
+
+// RateController steers one ADAPTIVE queue. Reports come from the broker
+// consumer while the tick loop steps it, so it is safe for concurrent use.
+type RateController struct {
+	mu       sync.Mutex
+	reports  map[string]OrderHealth // the newest per source
+	actedOn  time.Time              // newest report At already acted on
+	cutAt    time.Time              // last decrease
+	last     RateStep
+	interval time.Duration
+}
+
+// NewRateController returns a controller with no reports.
+func NewRateController() *RateController {
+	return &RateController{reports: map[string]OrderHealth{}}
+}
+
+// Observe takes one report; an older one than the source's newest is
+// ignored (redelivery, reordering).
+func (c *RateController) Observe(h OrderHealth) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.reports[h.Source]; ok && !h.At.After(old.At) {
+		return
+	}
+	c.reports[h.Source] = h
+}
+
+// Step decides the rate for cfg's queue, currently admitting at current,
+// at now. Without a new report since the last step it keeps the last
+// decision.
+func (c *RateController) Step(cfg Config, current float64, now time.Time) RateStep {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lo, hi := cfg.MinAdmissionRatePerSec, cfg.MaxAdmissionRatePerSec
+	current = min(max(current, lo), hi)
+	var newest time.Time
+	for src, h := range c.reports {
+		if now.Sub(h.At) > HealthStaleAfter {
+			delete(c.reports, src)
+			continue
+		}
+		if h.At.After(newest) {
+			newest = h.At
+		}
+	}
+	if newest.IsZero() {
+		c.last = RateStep{current, RateHoldStale, fmt.Sprintf("no order-service health report for %v: holding", HealthStaleAfter)}
+		return c.last
+	}
+	if !newest.After(c.actedOn) {
+		c.last.Rate = current
+		if c.last.Decision == "" {
+			c.last.Decision, c.last.Reason = RateHoldNoNews, "waiting for the next health report"
+		}
+		return c.last
+	}
+	c.actedOn = newest
+	// The reports of the interval that just ended, one per source.
+	var orders, unavailable, backlog int64
+	var p95 time.Duration
+	for _, h := range c.reports {
+		window := max(h.Interval, time.Second) * 3 / 2
+		if newest.Sub(h.At) >= window {
+			continue
+		}
+		orders += h.Orders
+		unavailable += h.Unavailable
+		p95 = max(p95, h.P95)
+		backlog = max(backlog, h.OutboxBacklog)
+	}
+	target := time.Duration(cfg.TargetOrderLatencyMs) * time.Millisecond
+	var why string
+	switch {
+	case p95 > target:
+		why = fmt.Sprintf("order p95 %v over the %v target", p95.Round(time.Millisecond), target)
+	case unavailable > 0 && float64(unavailable) > MaxUnavailableShare*float64(max(orders, 1)):
+		why = fmt.Sprintf("%d of %d orders answered 503 or timed out", unavailable, max(orders, unavailable))
+	case backlog > OutboxBacklogLimit:
+		why = fmt.Sprintf("%d order events wait to be published", backlog)
+	}
+	if why != "" {
+		switch {
+		case now.Sub(c.cutAt) < DecreaseCooldown:
+			c.last = RateStep{current, RateCooldown, why + "; waiting for the last cut to show"}
+		case current <= lo:
+			c.last = RateStep{lo, RateAtMin, why + "; at the minimum"}
+		default:
+			c.cutAt = now
+			c.last = RateStep{max(lo, current*DecreaseFactor), RateDecrease, why}
+		}
+		return c.last
+	}
+	if current >= hi {
+		c.last = RateStep{hi, RateAtMax, fmt.Sprintf("healthy (p95 %v, target %v): at the maximum", p95.Round(time.Millisecond), target)}
+		return c.last
+	}
+	c.last = RateStep{min(hi, current+(hi-lo)/IncreaseSteps), RateIncrease,
+		fmt.Sprintf("healthy (p95 %v, target %v, %d orders)", p95.Round(time.Millisecond), target, orders)}
+	return c.last
+}
