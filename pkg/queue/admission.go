@@ -96,6 +96,11 @@ type IssueRequest struct {
 	OutboxBound int64
 	// Grants are the fresh tokens the tick may hand out, one per admission.
 	Grants []Grant
+	// Rate, for an ADAPTIVE queue, is the rate its controller proposes
+	// (kept within the queue's range), and RateReason why; 0 keeps the
+	// recorded one. A FIXED queue ignores it.
+	Rate       float64
+	RateReason string
 }
 
 // Why a tick admitted nobody although the queue is open.
@@ -119,9 +124,15 @@ type IssueResult struct {
 	Issued, Expired int
 	// Waiting is the line's length after the tick.
 	Waiting int64
-	// Rate is the queue's configured admission rate the tick used, so the
-	// next tick knows how many grants to supply.
+	// Rate is the admission rate the tick used (the configured one, or an
+	// ADAPTIVE queue's effective one), so the next tick knows how many
+	// grants to supply.
 	Rate float64
+	// Mode is the queue's admission mode; MinRate, MaxRate and
+	// TargetLatency its ADAPTIVE knobs, for the leader's controller.
+	Mode             AdmissionMode
+	MinRate, MaxRate float64
+	TargetLatency    time.Duration
 }
 
 // RestoreOutcome is what a restore did.

@@ -140,4 +140,8 @@ type Stats struct {
 	// Draw is the pre-queue draw of a queue that has (or had) a start
 	// time; nil for one that never had.
 	Draw *Draw
+	// EffectiveRate is an ADAPTIVE queue's admission rate as its leader
+	// last set it (0 until one did, and for a FIXED queue), RateReason why.
+	EffectiveRate float64
+	RateReason    string
 }

@@ -56,8 +56,12 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 }
 
 func issueArgs(q string, r queue.IssueRequest) []any {
-	args := make([]any, 0, 6+2*len(r.Grants))
-	args = append(args, r.Epoch, KeysFor(q).Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound)
+	args := make([]any, 0, 8+2*len(r.Grants))
+	var rate any = ""
+	if r.Rate > 0 {
+		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
+	}
+	args = append(args, r.Epoch, KeysFor(q).Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound, rate, r.RateReason)
 	for _, g := range r.Grants {
 		args = append(args, g.Secret, g.TokenID)
 	}
@@ -72,7 +76,13 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 	if len(res) == 0 {
 		return queue.IssueResult{}, fmt.Errorf("issue %s: empty reply", q)
 	}
-	r := queue.IssueResult{Rate: float(res[len(res)-1])}
+	var r queue.IssueResult
+	if len(res) >= 10 {
+		r.Rate = float(res[5])
+		r.Mode = queue.AdmissionMode(str(res[6]))
+		r.MinRate, r.MaxRate = float(res[7]), float(res[8])
+		r.TargetLatency = time.Duration(intOf(res, 9)) * time.Millisecond
+	}
 	switch str(res[0]) {
 	case "STALE":
 		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, epoch, queue.ErrStaleEpoch)

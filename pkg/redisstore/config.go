@@ -113,7 +113,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if len(res) == 1 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
 	}
-	if len(res) != 8 {
+	if len(res) != 10 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
 	}
 	flat, _ := res[1].([]any)
@@ -125,7 +125,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if err != nil {
 		return cfg, queue.Stats{}, fmt.Errorf("config %s: %w", q, err)
 	}
-	st := queue.Stats{MeasuredRate: float(res[5]), Held: str(res[6])}
+	st := queue.Stats{MeasuredRate: float(res[5]), Held: str(res[6]), EffectiveRate: float(res[8]), RateReason: str(res[9])}
 	st.Waiting, _ = res[2].(int64)
 	st.Active, _ = res[3].(int64)
 	st.IssuedTotal, _ = strconv.ParseInt(str(res[4]), 10, 64)

@@ -18,16 +18,25 @@
 -- the pre-queued people in drawn order (draw.lua), the tick admits nobody
 -- (HELD, DRAW), so nobody who came after the start is admitted before them.
 --
+-- An ADAPTIVE queue admits at the rate its leader's controller proposes
+-- (ARGV 7, with the reason), kept within the queue's range and recorded
+-- as effectiveRate / rateReason in the dispatch hash, where the gateway's
+-- estimates and views read it; without a proposal (a new leader's first
+-- tick) the recorded one stands. A FIXED queue admits at its configured
+-- rate and has no effective rate recorded.
+--
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock,
 --       9 prequeue, 10 draw
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
---       6 outbox bound (0: none),
---       7.. (secret, token id) pairs made by the caller, one per possible admission
--- Reply: {outcome, issued, expired, waiting after, configured rate}, outcome
--- OK | PAUSED; {'HELD', 0, 0, waiting, reason, configured rate}; or {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
+--       6 outbox bound (0: none), 7 proposed rate ('' for none), 8 its reason,
+--       9.. (secret, token id) pairs made by the caller, one per possible admission
+-- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
+-- min rate, max rate, target latency ms}, outcome OK | PAUSED | HELD; or
+-- {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
-local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate')
+local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
+  'effectiveRate')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -36,7 +45,7 @@ if d[2] == ARGV[5] and d[3] then
   return cjson.decode(d[3])
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
-  'startsAtMs')
+  'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -44,8 +53,34 @@ local prefix, tick_ms, q, tick_id = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local bound = tonumber(ARGV[6])
 local now = now_ms()
 
--- Records the reply of this tick next to its id, then returns it.
+-- The rate this tick admits at.
+local rate = tonumber(cfg[2])
+local adaptive = cfg[7] == 'ADAPTIVE' and cfg[8] and cfg[9]
+local reason = ARGV[8]
+if adaptive then
+  local proposed = tonumber(ARGV[7])
+  if not proposed then
+    reason = false
+  end
+  rate = math.min(math.max(proposed or tonumber(d[7] or '') or rate, tonumber(cfg[8])), tonumber(cfg[9]))
+end
+
+-- Records the reply of this tick next to its id, then returns it. Every
+-- reply but the errors ends with the rate and the queue's admission mode.
 local function done(r, fields)
+  for i = #r + 1, 4 do
+    r[i] = 0
+  end
+  r[5] = r[5] or ''
+  r[6], r[7], r[8], r[9], r[10] = tostring(rate), cfg[7] or 'FIXED', cfg[8] or '0', cfg[9] or '0', cfg[10] or '0'
+  if adaptive then
+    fields[#fields + 1], fields[#fields + 2] = 'effectiveRate', rate
+    if reason then
+      fields[#fields + 1], fields[#fields + 2] = 'rateReason', reason
+    end
+  else
+    redis.call('HDEL', KEYS[4], 'effectiveRate', 'rateReason')
+  end
   redis.call('HSET', KEYS[4], 'tickId', tick_id, 'tickReply', cjson.encode(r), unpack(fields))
   return r
 end
@@ -70,7 +105,6 @@ if bound > 0 then
 end
 local last = tonumber(d[5]) or now
 local elapsed = math.max(0, now - last)
-local rate = tonumber(cfg[2])
 -- The batch cap is ceil(rate x span) + 1 where span is the time this tick
 -- covers: its elapsed time, at least one tick (a tick never issues more than
 -- its share plus one) and at most ten (a leader that was gone longer, a
@@ -103,14 +137,14 @@ end
 -- Held: nobody is admitted and no slot is pruned (that would write an
 -- event), for reason; counts waits as busy time unless idle says the wait
 -- is not the line's (the draw: a second, once).
-local function held(reason, idle)
+local function held(why, idle)
   local waiting = redis.call('ZCARD', KEYS[2])
   local busy = waiting
   if idle then
     busy = 0
   end
-  return done({'HELD', 0, 0, waiting, reason, cfg[2]},
-    {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(busy, 0), 'heldReason', reason})
+  return done({'HELD', 0, 0, waiting, why},
+    {'credit', credit, 'lastTickMs', now, 'measuredRate', measure(busy, 0), 'heldReason', why})
 end
 
 -- The start came: nobody is admitted until the pre-queue has its places.
@@ -140,7 +174,7 @@ end
 local waiting = redis.call('ZCARD', KEYS[2])
 local heads = {}
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 6) / 2)
+  local grants = math.floor((#ARGV - 8) / 2)
   local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
@@ -176,7 +210,7 @@ if cfg[1] ~= 'OPEN' then
   -- Nothing accrues while not OPEN: a queue that reopens resumes at its
   -- rate, and its measured rate starts again from the configured one.
   redis.call('HDEL', KEYS[4], 'measuredRate')
-  return done({'PAUSED', 0, expired, waiting, cfg[2]}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
+  return done({'PAUSED', 0, expired, waiting}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
 end
 
 -- 3. Admit the head of the line, in the order people came.
@@ -195,7 +229,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[5 + 2 * i], ARGV[6 + 2 * i]
+  local secret, tid = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -211,5 +245,5 @@ for i = 1, issued do
 end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
-return done({'OK', issued, expired, waiting - issued, cfg[2]},
+return done({'OK', issued, expired, waiting - issued},
   {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''})

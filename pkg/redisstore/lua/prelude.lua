@@ -11,8 +11,10 @@ end
 -- cohort: everyone who entered before the last person admitted
 -- (leftResolved / (leftResolved + issuedTotal); "0" until twenty). {rate,
 -- leaveShare}, as strings.
+-- An ADAPTIVE queue's effective rate, set by its leader, is returned as
+-- figures.effective: replies show it in place of the configured rate.
 local function admission_figures(dispatch_key, now)
-  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs', 'leftResolved', 'issuedTotal')
+  local d = redis.call('HMGET', dispatch_key, 'measuredRate', 'lastTickMs', 'leftResolved', 'issuedTotal', 'effectiveRate')
   local rate, share = '0', '0'
   if d[1] and d[2] and now - tonumber(d[2]) <= 5000 then
     rate = d[1]
@@ -21,7 +23,9 @@ local function admission_figures(dispatch_key, now)
   if left + issued >= 20 then
     share = tostring(left / (left + issued))
   end
-  return {rate, share}
+  local figures = {rate, share}
+  figures.effective = d[5] or nil
+  return figures
 end
 
 local function measured_rate(dispatch_key, now)
@@ -64,12 +68,13 @@ local function with_schedule(figures, starts, state, prequeue_key, now)
 end
 
 -- Reply layout shared with standingReply in Go:
--- {outcome, queueState, configuredRate, measuredRate, total, position,
+-- {outcome, queueState, configuredRate (an ADAPTIVE queue's effective
+--  one), measuredRate, total, position,
 --  leaveShare, startsAtMs, startsInMs, preQueued, token, tokenId,
 --  activateAt, expiresAt}; figures is what admission_figures returned,
 --  with_schedule's additions if any.
 local function reply(outcome, cfg_state, cfg_rate, figures, total, position, tok)
-  local r = {outcome, cfg_state, cfg_rate, figures[1], total, position, figures[2],
+  local r = {outcome, cfg_state, figures.effective or cfg_rate, figures[1], total, position, figures[2],
     figures[3] or 0, figures[4] or 0, figures[5] or 0}
   if tok then
     r[11], r[12], r[13], r[14] = tok[1], tok[2], tok[3], tok[4]
