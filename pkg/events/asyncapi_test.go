@@ -33,6 +33,7 @@ func TestAsyncAPIDocument(t *testing.T) {
 		events.RoutingKeyOrderFailed,
 		events.RoutingKeyQueueStarted,
 		events.RoutingKeyQueueDrawn,
+		events.RoutingKeyOrderHealth,
 	} {
 		want = append(want, `address: `+regexp.QuoteMeta(key))
 	}

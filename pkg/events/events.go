@@ -29,6 +29,7 @@ const (
 	RoutingKeyOrderFailed   = "order.failed"
 	RoutingKeyQueueStarted  = "queue.started"
 	RoutingKeyQueueDrawn    = "queue.drawn"
+	RoutingKeyOrderHealth   = "order.health"
 )
 
 // ErrUnknownType is returned (wrapped) for a message or type name that is not
@@ -59,6 +60,7 @@ var registry = func() map[protoreflect.FullName]event {
 		{&waitingroomv1.OrderFailed{}, RoutingKeyOrderFailed},
 		{&waitingroomv1.QueueStarted{}, RoutingKeyQueueStarted},
 		{&waitingroomv1.QueueDrawn{}, RoutingKeyQueueDrawn},
+		{&waitingroomv1.OrderHealth{}, RoutingKeyOrderHealth},
 	} {
 		t := e.m.ProtoReflect().Type()
 		r[t.Descriptor().FullName()] = event{routingKey: e.key, typ: t}

@@ -23,6 +23,7 @@ func TestConstants(t *testing.T) {
 		{events.RoutingKeyOrderFailed, "order.failed"},
 		{events.RoutingKeyQueueStarted, "queue.started"},
 		{events.RoutingKeyQueueDrawn, "queue.drawn"},
+		{events.RoutingKeyOrderHealth, "order.health"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -43,6 +44,7 @@ func TestTypeNameAndRoutingKey(t *testing.T) {
 		{&v1.OrderFailed{}, "waitingroom.v1.OrderFailed", "order.failed"},
 		{&v1.QueueStarted{}, "waitingroom.v1.QueueStarted", "queue.started"},
 		{&v1.QueueDrawn{}, "waitingroom.v1.QueueDrawn", "queue.drawn"},
+		{&v1.OrderHealth{}, "waitingroom.v1.OrderHealth", "order.health"},
 		// A typed nil still has a type: publishers may pass one to look up a key.
 		{(*v1.OrderFailed)(nil), "waitingroom.v1.OrderFailed", "order.failed"},
 	} {
@@ -113,6 +115,11 @@ func TestDecodeRoundTrip(t *testing.T) {
 			EventId: "sale.drawn", OccurredAt: later, QueueId: "sale",
 			Seed: strings.Repeat("ab", 32), SeedSha256: strings.Repeat("5e", 32),
 			PreQueued: 2000, Placed: 1987, FirstSequence: 5001, LastSequence: 7000,
+		},
+		&v1.OrderHealth{
+			EventId: "sale.health.order-service-7f9c.1795770000123", OccurredAt: at, QueueId: "sale",
+			Source: "order-service-7f9c", IntervalMs: 1000, Orders: 180, Created: 171, P95Ms: 212,
+			Unavailable: 3, OutboxBacklog: 40,
 		},
 	} {
 		name := events.TypeName(msg)
@@ -185,8 +192,8 @@ func TestDecodeErrors(t *testing.T) {
 // without a routing key in events.go.
 func TestEveryMessageIsRegistered(t *testing.T) {
 	msgs := v1.File_waitingroom_v1_events_proto.Messages()
-	if msgs.Len() != 7 {
-		t.Errorf("events.proto has %d messages, want 7: update this test and docs/EVENTS.md", msgs.Len())
+	if msgs.Len() != 8 {
+		t.Errorf("events.proto has %d messages, want 8: update this test and docs/EVENTS.md", msgs.Len())
 	}
 	keys := make(map[string]string)
 	for i := range msgs.Len() {
@@ -206,7 +213,7 @@ func TestEveryMessageIsRegistered(t *testing.T) {
 		}
 		keys[key] = name
 	}
-	if len(keys) != 7 {
-		t.Errorf("%d distinct routing keys, want 7", len(keys))
+	if len(keys) != 8 {
+		t.Errorf("%d distinct routing keys, want 8", len(keys))
 	}
 }

@@ -16,7 +16,8 @@
 //
 // Common fields: every message starts with the same four fields, numbered 1-4:
 // event_id, occurred_at, queue_id and user_id. user_id is empty in the
-// queue-level events (QueueStarted, QueueDrawn), which are nobody's.
+// queue-level events (QueueStarted, QueueDrawn, OrderHealth), which are
+// nobody's.
 
 package waitingroomv1
 
@@ -1015,6 +1016,168 @@ func (x *QueueDrawn) GetLastSequence() uint64 {
 	return 0
 }
 
+// OrderHealth: one order-service replica's report on one queue's orders over
+// the interval (normally a second) that ended at occurred_at. Routing key
+// "order.health"; published by the order-service every interval for each
+// queue it saw an order attempt for in the last 60 seconds (a queue with none
+// in this interval reports orders = 0), consumed by the admission-dispatcher,
+// which steers the admission rate of an adaptive queue by it.
+//
+// A signal, not a business event: it is published once, straight to the
+// broker, never stored in an outbox nor retried, so one can be lost; a
+// consumer treats a queue with no report for a few seconds as "no news"
+// (the dispatcher then holds the queue's rate). A report is worthless after a
+// few seconds: do not queue them up. Several replicas of the order-service
+// report on the same queue: combine the reports of one interval by source.
+type OrderHealth struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this report, an opaque string (compare it, never parse it):
+	// one per source, queue and interval end. Equal to the AMQP message_id
+	// property and the cloudEvents:id header.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// The end of the interval reported on (order-service time).
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue the orders were placed through.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Always empty: the report is the queue's, not a person's. Kept so that
+	// every message has the same four first fields.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The reporting order-service replica, unique per process (pod name or
+	// hostname and a random suffix). Replicas report on a queue separately:
+	// sum their orders and take the worst p95_ms.
+	Source string `protobuf:"bytes,5,opt,name=source,proto3" json:"source,omitempty"`
+	// The interval's length in milliseconds: it began interval_ms before
+	// occurred_at.
+	IntervalMs int64 `protobuf:"varint,6,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// Order attempts whose entry token was consumed and that finished in the
+	// interval, whatever their outcome.
+	Orders uint64 `protobuf:"varint,7,opt,name=orders,proto3" json:"orders,omitempty"`
+	// How many of those were committed (an OrderCreated each).
+	Created uint64 `protobuf:"varint,8,opt,name=created,proto3" json:"created,omitempty"`
+	// The 95th percentile of the order attempts' duration, from consuming the
+	// token to the answer, over the interval, in milliseconds rounded up (so it
+	// is 0 only when orders is 0). Above 4096 attempts in one interval it is
+	// estimated from a uniform sample of 4096.
+	P95Ms int64 `protobuf:"varint,9,opt,name=p95_ms,json=p95Ms,proto3" json:"p95_ms,omitempty"`
+	// Attempts (with a usable entry token) answered 503 because a dependency
+	// of the order path (the order database, Redis) was down, or because they
+	// ran out of time. It may exceed orders: an attempt refused before its
+	// token was consumed counts here only.
+	Unavailable uint64 `protobuf:"varint,10,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
+	// Order events of the replica's database not yet confirmed by the broker
+	// (the whole service's outbox, not only this queue's), as last measured.
+	OutboxBacklog uint64 `protobuf:"varint,11,opt,name=outbox_backlog,json=outboxBacklog,proto3" json:"outbox_backlog,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderHealth) Reset() {
+	*x = OrderHealth{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderHealth) ProtoMessage() {}
+
+func (x *OrderHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderHealth.ProtoReflect.Descriptor instead.
+func (*OrderHealth) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OrderHealth) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *OrderHealth) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *OrderHealth) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *OrderHealth) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *OrderHealth) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *OrderHealth) GetIntervalMs() int64 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *OrderHealth) GetOrders() uint64 {
+	if x != nil {
+		return x.Orders
+	}
+	return 0
+}
+
+func (x *OrderHealth) GetCreated() uint64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *OrderHealth) GetP95Ms() int64 {
+	if x != nil {
+		return x.P95Ms
+	}
+	return 0
+}
+
+func (x *OrderHealth) GetUnavailable() uint64 {
+	if x != nil {
+		return x.Unavailable
+	}
+	return 0
+}
+
+func (x *OrderHealth) GetOutboxBacklog() uint64 {
+	if x != nil {
+		return x.OutboxBacklog
+	}
+	return 0
+}
+
 var File_waitingroom_v1_events_proto protoreflect.FileDescriptor
 
 const file_waitingroom_v1_events_proto_rawDesc = "" +
@@ -1101,7 +1264,22 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x06placed\x18\b \x01(\x04R\x06placed\x12%\n" +
 	"\x0efirst_sequence\x18\t \x01(\x04R\rfirstSequence\x12#\n" +
 	"\rlast_sequence\x18\n" +
-	" \x01(\x04R\flastSequence*\x87\x01\n" +
+	" \x01(\x04R\flastSequence\"\xe4\x02\n" +
+	"\vOrderHealth\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06source\x18\x05 \x01(\tR\x06source\x12\x1f\n" +
+	"\vinterval_ms\x18\x06 \x01(\x03R\n" +
+	"intervalMs\x12\x16\n" +
+	"\x06orders\x18\a \x01(\x04R\x06orders\x12\x18\n" +
+	"\acreated\x18\b \x01(\x04R\acreated\x12\x15\n" +
+	"\x06p95_ms\x18\t \x01(\x03R\x05p95Ms\x12 \n" +
+	"\vunavailable\x18\n" +
+	" \x01(\x04R\vunavailable\x12%\n" +
+	"\x0eoutbox_backlog\x18\v \x01(\x04R\routboxBacklog*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -1129,7 +1307,7 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
@@ -1140,27 +1318,29 @@ var file_waitingroom_v1_events_proto_goTypes = []any{
 	(*OrderFailed)(nil),           // 6: waitingroom.v1.OrderFailed
 	(*QueueStarted)(nil),          // 7: waitingroom.v1.QueueStarted
 	(*QueueDrawn)(nil),            // 8: waitingroom.v1.QueueDrawn
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*OrderHealth)(nil),           // 9: waitingroom.v1.OrderHealth
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	9,  // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	9,  // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	9,  // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	9,  // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	10, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	9,  // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	9,  // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	9,  // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
-	9,  // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	10, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	10, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -1174,7 +1354,7 @@ func file_waitingroom_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
