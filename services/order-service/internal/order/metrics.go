@@ -22,6 +22,8 @@ type Metrics interface {
 	Pruned(Pruned)
 	// Backlog: n outbox events are not yet confirmed by the broker.
 	Backlog(n int64)
+	// HealthReports: n health reports were published, or dropped.
+	HealthReports(n int, published bool)
 }
 
 // nopMetrics records nothing: the Metrics when given none.
@@ -32,6 +34,8 @@ func (nopMetrics) Reaped(ReapResult) {}
 func (nopMetrics) Pruned(Pruned)     {}
 func (nopMetrics) Backlog(int64)     {}
 
+func (nopMetrics) HealthReports(int, bool) {}
+
 func orNop(m Metrics) Metrics {
 	if m == nil {
 		return nopMetrics{}
@@ -39,10 +43,11 @@ func orNop(m Metrics) Metrics {
 	return m
 }
 
-// The outcomes of order requests that are no error's.
+// Outcomes of order requests named outside requestOutcome.
 const (
-	outcomeReplayed = "replayed"
-	outcomeInvalid  = "invalid"
+	outcomeReplayed    = "replayed"
+	outcomeInvalid     = "invalid"
+	outcomeUnavailable = "unavailable"
 )
 
 // requestOutcome names what an order request came to. It sorts the errors
@@ -69,7 +74,7 @@ func requestOutcome(err error) string {
 	case errors.Is(err, ErrDuplicateToken), errors.Is(err, ErrIdempotencyInProgress):
 		return "conflict"
 	case errors.Is(err, ErrUnavailable), errors.Is(err, queue.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return "unavailable"
+		return outcomeUnavailable
 	}
 	return "error"
 }

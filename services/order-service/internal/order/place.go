@@ -99,7 +99,8 @@ func (s *Service) charge(ctx context.Context, l Limiter, key string, perUser boo
 // once (consume is the authority, whatever Screen saw), the order
 // transaction, then settle on success or a recorded OrderFailed on
 // failure, after which the dispatcher restores the token (restorable) or
-// frees the slot.
+// frees the slot. Health is told how it went and how long it took from
+// the consume on.
 func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if !queue.ValidUserID(r.UserID) || len(s.Check(r)) > 0 {
 		return Order{}, ErrInvalidRequest
@@ -112,8 +113,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		return Order{}, fmt.Errorf("order id: %w", err)
 	}
 	orderID := id.String()
+	start := time.Now()
 	c, err := s.tokens.Consume(ctx, r.QueueID, r.UserID, r.Token, orderID, s.o.Lease, s.o.SlotGrace)
 	if err != nil {
+		s.health.refused(r.QueueID, err)
 		return Order{}, err
 	}
 	o, err := s.repo.PlaceOrder(ctx, Order{
@@ -122,6 +125,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	}, c.MaxOrders, func(o Order) Event { return Created{Order: o} })
 	if err != nil {
 		s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err)
+		s.health.finished(r.QueueID, time.Since(start), err)
 		return Order{}, err
 	}
 	// The order is committed; settling frees the slot. If Redis is down now
@@ -129,6 +133,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if _, serr := s.tokens.Settle(context.WithoutCancel(ctx), r.QueueID, r.UserID, c.TokenID, o.ID); serr != nil {
 		s.log.Warn("settle after commit failed; the reaper will settle", "order", o.ID, "err", serr)
 	}
+	s.health.finished(r.QueueID, time.Since(start), nil)
 	return o, nil
 }
 

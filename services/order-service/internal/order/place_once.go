@@ -62,6 +62,7 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, ren
 	if key != "" {
 		ans, fresh, err := s.repo.BeginIdempotent(ctx, r.UserID, key)
 		if err != nil {
+			s.health.refused(r.QueueID, err)
 			return StoredAnswer{}, false, err
 		}
 		if !fresh {

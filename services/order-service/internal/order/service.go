@@ -46,6 +46,9 @@ type Options struct {
 	// Metrics observes the requests' outcomes and the reaper; nil records
 	// nothing.
 	Metrics Metrics
+	// Health is told every order attempt past Screen, for the per-queue
+	// health reports; nil records nothing.
+	Health *Health
 }
 
 // Service runs the order-service's use cases; every port (HTTP, the
@@ -58,6 +61,7 @@ type Service struct {
 	catalog *productCache
 	log     *slog.Logger
 	m       Metrics
+	health  *Health
 	o       Options
 }
 
@@ -75,5 +79,5 @@ func New(tokens Tokens, repo Repo, direct DirectPublisher, limits Limits, log *s
 	if o.MaxQuantity <= 0 {
 		o.MaxQuantity = 10
 	}
-	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, m: orNop(o.Metrics), o: o}, nil
+	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, m: orNop(o.Metrics), health: o.Health, o: o}, nil
 }

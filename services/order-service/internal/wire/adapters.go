@@ -6,6 +6,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
@@ -33,4 +34,18 @@ func (p publisher) PublishEvent(ctx context.Context, e order.Event) error {
 		return err
 	}
 	return p.PublishEvents(ctx, []order.OutboxEvent{ob})
+}
+
+// healthPublisher publishes health reports straight to the broker, on a
+// channel of their own so they never wait behind an outbox batch; a
+// report is not stored anywhere else.
+type healthPublisher struct{ pub *broker.Publisher }
+
+func (p healthPublisher) PublishHealth(ctx context.Context, reports []queue.OrderHealth) error {
+	out := make([]broker.Event, len(reports))
+	for i, h := range reports {
+		m := events.HealthMessage(h)
+		out[i] = broker.Event{ID: m.GetEventId(), RoutingKey: events.RoutingKeyOrderHealth, Time: h.At, Message: m}
+	}
+	return p.pub.Publish(ctx, out...)
 }

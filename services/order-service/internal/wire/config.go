@@ -2,8 +2,11 @@
 package wire
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -51,12 +54,37 @@ type Config struct {
 	OutboxRetention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"72h"`
 	IdempotencyKeyRetention time.Duration `env:"IDEMPOTENCY_KEY_RETENTION" envDefault:"24h"`
 	RetentionInterval       time.Duration `env:"RETENTION_INTERVAL" envDefault:"5m"`
+	// HealthInterval is how often the service reports each queue's order
+	// path (order.health: orders, p95, unavailable) for the dispatcher's
+	// adaptive admission; 0 turns the reports off.
+	HealthInterval time.Duration `env:"ORDER_HEALTH_INTERVAL" envDefault:"1s"`
 }
 
 // minRetention is the shortest retention allowed: an outbox row's event id
 // is what keeps a failure from being recorded twice while the reaper may
 // still act on its token, and a key must outlive its client's retries.
 const minRetention = time.Hour
+
+// The health reports' interval is at least minHealthInterval (one message
+// per queue per interval) and at most maxHealthInterval, well inside the 5 s
+// after which the dispatcher holds a queue's rate for want of news.
+const (
+	minHealthInterval = 100 * time.Millisecond
+	maxHealthInterval = 2 * time.Second
+)
+
+// replicaID names this process in its health reports: the hostname (the
+// pod's name in Kubernetes) and a random suffix, so two processes on one
+// host, or a restarted pod, never share one.
+func replicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "order-service"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return host + "-" + hex.EncodeToString(b[:])
+}
 
 // Validate checks what env tags cannot.
 func (c *Config) Validate() error {
@@ -76,6 +104,10 @@ func (c *Config) Validate() error {
 		if r.d != 0 && (r.d < minRetention || r.d < 10*c.OrderLease) {
 			errs = append(errs, fmt.Errorf("%s must be 0 (keep forever) or at least %s and ten ORDER_LEASEs, got %s", r.name, minRetention, r.d))
 		}
+	}
+	if c.HealthInterval != 0 && (c.HealthInterval < minHealthInterval || c.HealthInterval > maxHealthInterval) {
+		errs = append(errs, fmt.Errorf("ORDER_HEALTH_INTERVAL must be 0 (off) or between %s and %s (the dispatcher takes a queue without a report for 5s as stale), got %s",
+			minHealthInterval, maxHealthInterval, c.HealthInterval))
 	}
 	if c.RetentionInterval <= 0 {
 		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,5 +50,58 @@ func TestConfigRetention(t *testing.T) {
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%v: %v, want an error saying %q", tc.env, err, tc.want)
 		}
+	}
+}
+
+func TestConfigHealthInterval(t *testing.T) {
+	base := map[string]string{
+		"REDIS_URL": "redis://127.0.0.1:6379/0", "AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/",
+		"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/orders", "AUTH_JWT_SECRET": testSecret,
+	}
+	var c Config
+	if err := config.LoadFrom(&c, base); err != nil || c.HealthInterval != time.Second {
+		t.Fatalf("default ORDER_HEALTH_INTERVAL %s (%v), want 1s", c.HealthInterval, err)
+	}
+	for _, tc := range []struct {
+		value string
+		want  time.Duration
+		err   bool
+	}{
+		{"0", 0, false}, // off
+		{"100ms", 100 * time.Millisecond, false},
+		{"2s", 2 * time.Second, false},
+		{"99ms", 0, true},
+		{"3s", 0, true},
+		{"-1s", 0, true},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			env := map[string]string{"ORDER_HEALTH_INTERVAL": tc.value}
+			for k, v := range base {
+				env[k] = v
+			}
+			var c Config
+			err := config.LoadFrom(&c, env)
+			if tc.err {
+				if err == nil || !strings.Contains(err.Error(), "ORDER_HEALTH_INTERVAL must be 0 (off) or between 100ms and 2s") {
+					t.Fatalf("%v, want the ORDER_HEALTH_INTERVAL error", err)
+				}
+				return
+			}
+			if err != nil || c.HealthInterval != tc.want {
+				t.Fatalf("%s (%v), want %s", c.HealthInterval, err, tc.want)
+			}
+		})
+	}
+}
+
+// Every process names itself apart, even two on one host.
+func TestReplicaID(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := replicaID(), replicaID()
+	if a == b || !strings.HasPrefix(a, host+"-") || len(a) != len(host)+9 {
+		t.Fatalf("replica ids %q and %q, want %q and 8 different hex digits each", a, b, host+"-")
 	}
 }

@@ -47,6 +47,8 @@ type stack struct {
 	pgProxy, amqpProxy *testenv.Proxy
 
 	listener *testenv.Listener
+	// health records the order.health reports, when they are on.
+	health *testenv.Listener
 }
 
 type stackOptions struct {
@@ -56,6 +58,9 @@ type stackOptions struct {
 	lease, txTimeout   time.Duration
 	// retention turns the retention job on, with this for both tables.
 	retention time.Duration
+	// health turns the health reports on, this often, and listens to them
+	// (s.health).
+	health time.Duration
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -86,6 +91,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.retention > 0 {
 		s.cfg.OutboxRetention, s.cfg.IdempotencyKeyRetention, s.cfg.RetentionInterval = o.retention, o.retention, 100*time.Millisecond
 	}
+	s.cfg.HealthInterval = o.health
 	s.cfg.JWTSecret = testSecret
 	s.cfg.Redis.URL = testenv.RedisURL(t)
 	s.cfg.Database.URL = s.dbURL
@@ -108,6 +114,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { _ = s.conn.Close() })
 	t.Cleanup(func() { deleteTopology(amqpURL, s.cfg.AMQP.Exchange) })
 	s.listen()
+	if o.health > 0 {
+		s.health = testenv.Listen(t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".health", Bindings: []string{events.RoutingKeyOrderHealth}})
+	}
 	s.start()
 	s.lead = s.lease(s.q)
 	return s
@@ -206,7 +215,7 @@ func (s *stack) received(typ proto.Message) []broker.Delivery {
 }
 
 func deleteTopology(url, exchange string) {
-	testenv.DeleteAMQPTopology(url, exchange, exchange+".listener", exchange+".restorer", exchange+".restorer.dlq")
+	testenv.DeleteAMQPTopology(url, exchange, exchange+".listener", exchange+".restorer", exchange+".restorer.dlq", exchange+".health")
 }
 
 func (s *stack) admit(users ...string) map[string]string {

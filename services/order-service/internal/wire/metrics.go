@@ -15,6 +15,7 @@ import (
 // Service and its loops, and the series of the port decorators below.
 type metrics struct {
 	requests, consumed, reaped, pruned *prometheus.CounterVec
+	health                             *prometheus.CounterVec
 	tx                                 *prometheus.HistogramVec
 	backlog                            prometheus.Gauge
 }
@@ -38,8 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Overdue inflight tokens the reaper handled, by action (settled, abandoned)."}, []string{"action"}),
 		pruned: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retention_deleted_rows_total",
 			Help: "Rows the retention job deleted, by table (outbox, idempotency)."}, []string{"table"}),
+		health: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "health_reports_total",
+			Help: "Per-queue order health reports (order.health) by result: published, or dropped (the publish failed; never retried)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.tx, m.consumed, m.backlog, m.reaped, m.pruned)
+	reg.MustRegister(m.requests, m.tx, m.consumed, m.backlog, m.reaped, m.pruned, m.health)
 	return m
 }
 
@@ -56,6 +59,14 @@ func (m *metrics) Pruned(p order.Pruned) {
 }
 
 func (m *metrics) Backlog(n int64) { m.backlog.Set(float64(n)) }
+
+func (m *metrics) HealthReports(n int, published bool) {
+	result := "dropped"
+	if published {
+		result = "published"
+	}
+	m.health.WithLabelValues(result).Add(float64(n))
+}
 
 // timedRepo measures the order transaction.
 type timedRepo struct {

@@ -63,8 +63,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil, err
 		}
 	}
+	var health *order.Health // nil: reports off
+	if cfg.HealthInterval > 0 {
+		health = order.NewHealth(replicaID())
+	}
 	svc, err := order.New(m.tokens(store), m.repo(db), pub, limits, log,
-		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m})
+		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health})
 	if err != nil {
 		return nil, err
 	}
@@ -97,9 +101,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		return nil
 	})
 	b.Group.Go("outbox relay", func(ctx context.Context) error {
-		order.RelayLoop(ctx, db, pub, log, m)
+		order.RelayLoop(ctx, db, pub, log, health.WithBacklog(m))
 		return nil
 	})
+	if health != nil {
+		hp := healthPublisher{pub: conn.Publisher()}
+		b.Group.Go("health reports", func(ctx context.Context) error {
+			health.Loop(ctx, cfg.HealthInterval, hp, log, m)
+			return nil
+		})
+	}
 	b.Group.Go("reaper", func(ctx context.Context) error {
 		svc.ReapLoop(ctx, cfg.ReapInterval)
 		return nil
