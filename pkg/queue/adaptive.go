@@ -44,10 +44,13 @@ const (
 )
 
 // RateStep is one decision: the rate, what decided it and why, in words.
+// Fresh is set when the step judged a new report (or found the reports
+// stale), not repeated the last decision.
 type RateStep struct {
 	Rate     float64
 	Decision RateDecision
 	Reason   string
+	Fresh    bool
 }
 
 // RateController steers one ADAPTIVE queue. Reports come from the broker
@@ -96,11 +99,12 @@ func (c *RateController) Step(cfg Config, current float64, now time.Time) RateSt
 		}
 	}
 	if newest.IsZero() {
-		c.last = RateStep{current, RateHoldStale, fmt.Sprintf("no order-service health report for %v: holding", HealthStaleAfter)}
+		fresh := c.last.Decision != RateHoldStale
+		c.last = RateStep{current, RateHoldStale, fmt.Sprintf("no order-service health report for %v: holding", HealthStaleAfter), fresh}
 		return c.last
 	}
 	if !newest.After(c.actedOn) {
-		c.last.Rate = current
+		c.last.Rate, c.last.Fresh = current, false
 		if c.last.Decision == "" {
 			c.last.Decision, c.last.Reason = RateHoldNoNews, "waiting for the next health report"
 		}
@@ -130,23 +134,27 @@ func (c *RateController) Step(cfg Config, current float64, now time.Time) RateSt
 	case backlog > OutboxBacklogLimit:
 		why = fmt.Sprintf("%d order events wait to be published", backlog)
 	}
+	c.last = c.judge(why, current, lo, hi, p95, target, orders, now)
+	c.last.Fresh = true
+	return c.last
+}
+
+// judge turns one interval's verdict (why it was overloaded, or "") into
+// the next rate.
+func (c *RateController) judge(why string, current, lo, hi float64, p95, target time.Duration, orders int64, now time.Time) RateStep {
 	if why != "" {
 		switch {
 		case now.Sub(c.cutAt) < DecreaseCooldown:
-			c.last = RateStep{current, RateCooldown, why + "; waiting for the last cut to show"}
+			return RateStep{Rate: current, Decision: RateCooldown, Reason: why + "; waiting for the last cut to show"}
 		case current <= lo:
-			c.last = RateStep{lo, RateAtMin, why + "; at the minimum"}
-		default:
-			c.cutAt = now
-			c.last = RateStep{max(lo, current*DecreaseFactor), RateDecrease, why}
+			return RateStep{Rate: lo, Decision: RateAtMin, Reason: why + "; at the minimum"}
 		}
-		return c.last
+		c.cutAt = now
+		return RateStep{Rate: max(lo, current*DecreaseFactor), Decision: RateDecrease, Reason: why}
 	}
 	if current >= hi {
-		c.last = RateStep{hi, RateAtMax, fmt.Sprintf("healthy (p95 %v, target %v): at the maximum", p95.Round(time.Millisecond), target)}
-		return c.last
+		return RateStep{Rate: hi, Decision: RateAtMax, Reason: fmt.Sprintf("healthy (p95 %v, target %v): at the maximum", p95.Round(time.Millisecond), target)}
 	}
-	c.last = RateStep{min(hi, current+(hi-lo)/IncreaseSteps), RateIncrease,
-		fmt.Sprintf("healthy (p95 %v, target %v, %d orders)", p95.Round(time.Millisecond), target, orders)}
-	return c.last
+	return RateStep{Rate: min(hi, current+(hi-lo)/IncreaseSteps), Decision: RateIncrease,
+		Reason: fmt.Sprintf("healthy (p95 %v, target %v, %d orders)", p95.Round(time.Millisecond), target, orders)}
 }

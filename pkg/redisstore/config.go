@@ -67,6 +67,7 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			if seed != "" {
 				p.HSet(ctx, k.Draw(), "state", string(queue.DrawScheduled), "seed", seed, "seedSha256", sha)
+				p.HSet(ctx, k.Config(), "drawPending", 1)
 			}
 			p.HSet(ctx, k.Config(), encodeConfig(next))
 			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())

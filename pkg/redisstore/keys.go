@@ -129,7 +129,7 @@ func (k Keys) leaveKeys(string) []string {
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }
 
 func (k Keys) issueKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox(), k.Seq(), k.Inflight(), k.Lock(), k.PreQueue(), k.Draw()}
+	return []string{k.Config(), k.Waiting(), k.Active(), k.Dispatch(), k.Outbox(), k.Seq(), k.Inflight(), k.Lock()}
 }
 
 func (k Keys) drawKeys() []string {

@@ -59,7 +59,7 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"stats":    k.statsKeys(),
 				"close":    k.closeKeys(),
 				"lease":    k.leaseKeys(),
-				"issue":    append(k.issueKeys(), k.Prefix()+"token:"+u, k.Prefix()+"status:"+u),
+				"issue":    append(k.issueKeys(), k.Prefix()+"token:"+u, k.Prefix()+"status:"+u, k.PreQueue(), k.Draw()),
 				"consume":  k.consumeKeys(u),
 				"settle":   k.settleKeys(u),
 				"restore":  k.restoreKeys(u),

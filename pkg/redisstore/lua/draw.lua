@@ -67,6 +67,7 @@ if step == 'finish' then
     return answer('DRAWING')
   end
   redis.call('HSET', KEYS[4], 'state', 'DRAWN', 'drawnAtMs', now)
+  redis.call('HSET', KEYS[1], 'drawPending', 0)
   emit(KEYS[6], {'type', 'QueueDrawn', 'eid', 'drawn.' .. string.sub(sha, 1, 32), 'q', q,
     'seed', d[2], 'sha', sha, 'pre', d[5], 'placed', nxt - base, 'first', base + 1, 'last', nxt, 'at', now})
   return answer('DRAWN')

@@ -19,7 +19,7 @@
 --       9 draw
 -- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
-  'enterChallenge', 'powDifficultyBits', 'startsAtMs')
+  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -28,7 +28,7 @@ local measured = admission_figures(KEYS[6], now)
 local total = redis.call('ZCARD', KEYS[2])
 local starts, drawing = 0, nil
 if cfg[1] ~= 'CLOSED' then
-  starts, drawing = schedule(cfg[7], KEYS[9], KEYS[8], KEYS[3], now)
+  starts, drawing = schedule(cfg[7], cfg[8], KEYS[9], KEYS[8], KEYS[3], now)
 end
 with_schedule(measured, starts, drawing, KEYS[8], now)
 local prequeued = measured[5] or 0

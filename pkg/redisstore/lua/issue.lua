@@ -25,8 +25,9 @@
 -- tick) the recorded one stands. A FIXED queue admits at its configured
 -- rate and has no effective rate recorded.
 --
--- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock,
---       9 prequeue, 10 draw
+-- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
+-- (prequeue and draw, built from the prefix, are touched only while a draw
+-- is pending: see schedule)
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
 --       6 outbox bound (0: none), 7 proposed rate ('' for none), 8 its reason,
 --       9.. (secret, token id) pairs made by the caller, one per possible admission
@@ -45,7 +46,7 @@ if d[2] == ARGV[5] and d[3] then
   return cjson.decode(d[3])
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
-  'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs')
+  'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -90,7 +91,8 @@ end
 -- The epoch stays an hour, so a re-created queue keeps fencing old leaders.
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], prefix .. 'left')
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
+    prefix .. 'draw')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -149,7 +151,7 @@ end
 
 -- The start came: nobody is admitted until the pre-queue has its places.
 if cfg[1] ~= 'CLOSED' then
-  local _, drawing = schedule(cfg[6], KEYS[10], KEYS[9], KEYS[6], now)
+  local _, drawing = schedule(cfg[6], cfg[11], prefix .. 'draw', prefix .. 'prequeue', KEYS[6], now)
   if drawing == 'DRAWING' then
     return held('DRAW', true)
   end

@@ -4,14 +4,14 @@
 -- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
 --       6 prequeue, 7 draw
 -- ARGV: 1 user id
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs')
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[5], now)
 local total = redis.call('ZCARD', KEYS[2])
-local starts, drawing = schedule(cfg[3], KEYS[7], KEYS[6], nil, now)
+local starts, drawing = schedule(cfg[3], cfg[4], KEYS[7], KEYS[6], nil, now)
 with_schedule(measured, starts, drawing, KEYS[6], now)
 
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])

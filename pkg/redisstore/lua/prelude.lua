@@ -40,10 +40,19 @@ end
 -- all of them; the dispatcher leader then places them in drawn order.
 -- A start time removed before the start means now. A read-only caller
 -- passes no seq_key: it learns the schedule and closes nothing.
-local function schedule(cfg_starts, draw_key, prequeue_key, seq_key, now)
+--
+-- The draw and pre-queue keys are only touched while the config's
+-- drawPending is set (from the PUT that set the start time to the end of
+-- the draw): a queue without a pending draw never reads them, so its ticks
+-- keep working on a slot that is migrating (a key this node does not have
+-- fails a script that touches it).
+local function schedule(cfg_starts, cfg_pending, draw_key, prequeue_key, seq_key, now)
+  local starts = tonumber(cfg_starts or '0') or 0
+  if cfg_pending ~= '1' then
+    return starts, nil
+  end
   local d = redis.call('HMGET', draw_key, 'state', 'startedAtMs')
   local state = d[1] or nil
-  local starts = tonumber(cfg_starts or '0') or 0
   if seq_key and state == 'SCHEDULED' and (starts == 0 or now >= starts) then
     local n = redis.call('ZCARD', prequeue_key)
     local base = tonumber(redis.call('GET', seq_key) or '0')
@@ -61,8 +70,10 @@ end
 -- until it, people pre-queued; nothing for a queue without a start time.
 local function with_schedule(figures, starts, state, prequeue_key, now)
   if starts > 0 or state then
-    figures[3], figures[4] = starts, math.max(0, starts - now)
-    figures[5] = redis.call('ZCARD', prequeue_key)
+    figures[3], figures[4], figures[5] = starts, math.max(0, starts - now), 0
+    if state == 'SCHEDULED' or state == 'DRAWING' then
+      figures[5] = redis.call('ZCARD', prequeue_key)
+    end
   end
   return figures
 end

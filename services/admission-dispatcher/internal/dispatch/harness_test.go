@@ -139,6 +139,7 @@ func (c *crashable) FinishDraw(ctx context.Context, q string, epoch int64) (queu
 
 // replica is one dispatcher process.
 type replica struct {
+	d      *dispatch.Dispatcher
 	owner  string
 	store  *crashable
 	cancel context.CancelFunc
@@ -169,13 +170,14 @@ func (c *cluster) start(n int) {
 		o := c.opts
 		o.Owner = testenv.ID(c.t)
 		r := &replica{owner: o.Owner, store: &crashable{Store: c.store}, done: make(chan struct{})}
-		d, err := dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, o)
+		var err error
+		r.d, err = dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, o)
 		if err != nil {
 			c.t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		r.cancel = cancel
-		go func() { defer close(r.done); _ = d.Run(ctx) }()
+		go func() { defer close(r.done); _ = r.d.Run(ctx) }()
 		c.replicas = append(c.replicas, r)
 		c.t.Cleanup(r.stop)
 	}

@@ -26,6 +26,9 @@ type leader struct {
 	led    map[string]*leadership
 	// warned rate-limits the log of rounds that keep failing.
 	warned map[string]time.Time
+	// health has the rate controller of each served queue, fed by the
+	// order-service's health reports.
+	health map[string]*queue.RateController
 }
 
 // leadership is this replica's hold on one queue.
@@ -40,6 +43,10 @@ type leadership struct {
 	validUntil time.Time
 	// The tick state below is only touched by the tick loop.
 	rate float64
+	// mode and the ADAPTIVE knobs, as the last tick reply told them.
+	mode             queue.AdmissionMode
+	minRate, maxRate float64
+	target           time.Duration
 	// applied is when the last tick that reached Redis started; the next
 	// tick supplies grants for the span since then.
 	applied time.Time
@@ -61,7 +68,8 @@ const (
 const failureLogEvery = 5 * time.Second
 
 func newLeader(d *Dispatcher) *leader {
-	return &leader{d: d, served: map[string]bool{}, led: map[string]*leadership{}, warned: map[string]time.Time{}}
+	return &leader{d: d, served: map[string]bool{}, led: map[string]*leadership{}, warned: map[string]time.Time{},
+		health: map[string]*queue.RateController{}}
 }
 
 // serve sets the queues this replica competes for. A queue it leads and no
@@ -71,6 +79,11 @@ func (l *leader) serve(ctx context.Context, ids []string) {
 	l.served = map[string]bool{}
 	for _, q := range ids {
 		l.served[q] = true
+	}
+	for q := range l.health {
+		if !l.served[q] {
+			delete(l.health, q)
+		}
 	}
 	var dropped []*leadership
 	for q, ls := range l.led {

@@ -26,6 +26,11 @@ type Metrics interface {
 	// Drew: q's pre-queue was drawn, placed people given a place, in took
 	// (from the start of this replica's draw).
 	Drew(q string, placed int64, took time.Duration)
+	// Rate: q admits at rate per second now (configured, or effective).
+	Rate(q string, rate float64)
+	// RateDecided counts one decision of q's adaptive controller on a new
+	// health report (queue.RateDecision).
+	RateDecided(q, decision string)
 	// Published counts events the broker confirmed.
 	Published(events []queue.Event)
 	// Backlog: n events of q's outbox are not yet confirmed by the broker.
@@ -49,6 +54,8 @@ func (nopMetrics) Held(string, string)               {}
 func (nopMetrics) Resumed(string, string)            {}
 func (nopMetrics) Published([]queue.Event)           {}
 func (nopMetrics) Drew(string, int64, time.Duration) {}
+func (nopMetrics) Rate(string, float64)              {}
+func (nopMetrics) RateDecided(string, string)        {}
 func (nopMetrics) Backlog(string, int64)             {}
 func (nopMetrics) StoppedRelaying(string)            {}
 func (nopMetrics) Forget(string)                     {}

@@ -22,6 +22,7 @@ type tally struct {
 	leading, steppedDown, stoppedRelaying map[string]int
 	forgotten, issued, expired, published map[string]int // published: by event type
 	drawn                                 map[string]int // people placed by draws, by queue
+	decided                               map[string]int // "queue decision" -> count
 	held                                  map[string]map[string]bool
 	backlog                               map[string]int64
 	ticks                                 []time.Duration
@@ -31,7 +32,7 @@ func newTally() *tally {
 	return &tally{
 		leading: map[string]int{}, steppedDown: map[string]int{}, stoppedRelaying: map[string]int{},
 		forgotten: map[string]int{}, issued: map[string]int{}, expired: map[string]int{}, published: map[string]int{},
-		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{},
+		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{}, decided: map[string]int{},
 	}
 }
 
@@ -41,6 +42,10 @@ func (m *tally) Forget(q string)           { m.inc(m.forgotten, q, 1) }
 func (m *tally) Held(q, reason string)     { m.setHeld(q, reason, true) }
 func (m *tally) Resumed(q, reason string)  { m.setHeld(q, reason, false) }
 func (m *tally) Backlog(q string, n int64) { m.setBacklog(q, n) }
+func (m *tally) Rate(string, float64)      {}
+func (m *tally) RateDecided(q, decision string) {
+	m.inc(m.decided, q+" "+decision, 1)
+}
 func (m *tally) Drew(q string, placed int64, _ time.Duration) {
 	m.inc(m.drawn, q, int(placed))
 }

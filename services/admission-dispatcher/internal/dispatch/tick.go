@@ -34,13 +34,15 @@ func (l *leader) tick(ctx context.Context) {
 		if !ls.applied.IsZero() {
 			since = time.Since(ls.applied)
 		}
-		grants, err := queue.Grants(queue.GrantsFor(ls.rate, l.d.o.Tick, since))
+		rate, why := l.propose(ls, time.Now())
+		grants, err := queue.Grants(queue.GrantsFor(max(ls.rate, rate), l.d.o.Tick, since))
 		if err != nil {
 			ls.log.Error("token generation failed", "err", err)
 			continue
 		}
 		calls = append(calls, queue.IssueCall{QueueID: ls.q, IssueRequest: queue.IssueRequest{
 			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Grants: grants,
+			Rate: rate, RateReason: why,
 		}})
 		ticking = append(ticking, ls)
 	}
@@ -84,6 +86,8 @@ func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r
 		return false
 	}
 	ls.applied, ls.rate = start, r.Rate
+	ls.mode, ls.minRate, ls.maxRate, ls.target = r.Mode, r.MinRate, r.MaxRate, r.TargetLatency
+	l.d.m.Rate(ls.q, r.Rate)
 	if ls.failures > 0 {
 		ls.log.Info("issue works again", "failed_ticks", ls.failures)
 		ls.failures = 0

@@ -13,9 +13,9 @@ import (
 // metrics are the dispatcher's Prometheus series: dispatch.Metrics for the
 // Dispatcher, restore.Metrics for the OrderFailed handler.
 type metrics struct {
-	issued, expired, restored, published, drawn *prometheus.CounterVec
-	tick, draw                                  prometheus.Histogram
-	leader, backlog, held                       *prometheus.GaugeVec
+	issued, expired, restored, published, drawn, decided *prometheus.CounterVec
+	tick, draw                                           prometheus.Histogram
+	leader, backlog, held, admitRate                     *prometheus.GaugeVec
 }
 
 var (
@@ -41,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG; DRAW: the pre-queue is being drawn at the start time)."}, []string{"queue", "reason"}),
 		drawn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "draw_placed_total",
 			Help: "Pre-queued people given a place by the draw at a queue's start time."}, []string{"queue"}),
+		decided: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "rate_decisions_total",
+			Help: "Decisions of an ADAPTIVE queue's rate controller on a new order-service health report (INCREASE, AT_MAX, DECREASE, AT_MIN, COOLDOWN, HOLD_STALE)."}, []string{"queue", "decision"}),
+		admitRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "admission_rate_per_second",
+			Help: "The rate the queue admits at now, on the queues this replica leads: the configured one, or an ADAPTIVE queue's effective one."}, []string{"queue"}),
 		draw: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "draw_duration_seconds",
 			Help: "Duration of one pre-queue draw by this replica (admission is held meanwhile).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "leader",
@@ -48,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
 			Help: "Events in the queue's outbox not yet confirmed by the broker."}, []string{"queue"}),
 	}
-	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw)
+	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw, m.decided, m.admitRate)
 	return m
 }
 
@@ -61,6 +65,7 @@ func (m *metrics) Leading(q string) { m.leader.WithLabelValues(q).Set(1) }
 
 func (m *metrics) SteppedDown(q string) {
 	m.leader.WithLabelValues(q).Set(0)
+	m.admitRate.DeleteLabelValues(q)
 	m.held.DeletePartialMatch(prometheus.Labels{"queue": q})
 }
 
@@ -73,6 +78,10 @@ func (m *metrics) Admitted(q string, issued, expired int) {
 
 func (m *metrics) Held(q, reason string)    { m.held.WithLabelValues(q, reason).Set(1) }
 func (m *metrics) Resumed(q, reason string) { m.held.WithLabelValues(q, reason).Set(0) }
+
+func (m *metrics) Rate(q string, rate float64) { m.admitRate.WithLabelValues(q).Set(rate) }
+
+func (m *metrics) RateDecided(q, decision string) { m.decided.WithLabelValues(q, decision).Inc() }
 
 func (m *metrics) Drew(q string, placed int64, took time.Duration) {
 	m.drawn.WithLabelValues(q).Add(float64(placed))
@@ -91,10 +100,10 @@ func (m *metrics) StoppedRelaying(q string)  { m.backlog.DeleteLabelValues(q) }
 // Forget drops a deleted queue's series, so a thousand short-lived queues
 // do not leave a thousand series behind.
 func (m *metrics) Forget(q string) {
-	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored, m.drawn} {
+	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored, m.drawn, m.decided} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
-	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held} {
+	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held, m.admitRate} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
 }

@@ -48,6 +48,8 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 	m.Published([]queue.Event{{Type: queue.EventTokenIssued}, {Type: queue.EventTokenIssued}})
 	m.Restored("a", queue.Restored)
 	m.Drew("a", 300, 40*time.Millisecond)
+	m.Rate("a", 122.5)
+	m.RateDecided("a", "DECREASE")
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -58,16 +60,18 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 		help[mf.GetName()] = mf.GetType().String() + " " + mf.GetHelp()
 	}
 	want := map[string]string{
-		"waitingroom_dispatcher_tokens_issued_total":    "COUNTER Entry tokens issued.",
-		"waitingroom_dispatcher_tokens_expired_total":   "COUNTER Slots pruned because their token went unused (no-shows).",
-		"waitingroom_dispatcher_tokens_restored_total":  "COUNTER OrderFailed events handled, by outcome (RESTORED, EXPIRED, FREED, DUPLICATE).",
-		"waitingroom_dispatcher_events_published_total": "COUNTER Outbox events confirmed by the broker, by type.",
-		"waitingroom_dispatcher_tick_duration_seconds":  "HISTOGRAM Duration of one admission tick (the issue script round trip, pool wait included).",
-		"waitingroom_dispatcher_admission_held":         "GAUGE 1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG; DRAW: the pre-queue is being drawn at the start time).",
-		"waitingroom_dispatcher_draw_placed_total":      "COUNTER Pre-queued people given a place by the draw at a queue's start time.",
-		"waitingroom_dispatcher_draw_duration_seconds":  "HISTOGRAM Duration of one pre-queue draw by this replica (admission is held meanwhile).",
-		"waitingroom_dispatcher_leader":                 "GAUGE 1 while this replica leads the queue.",
-		"waitingroom_dispatcher_outbox_backlog":         "GAUGE Events in the queue's outbox not yet confirmed by the broker.",
+		"waitingroom_dispatcher_tokens_issued_total":       "COUNTER Entry tokens issued.",
+		"waitingroom_dispatcher_tokens_expired_total":      "COUNTER Slots pruned because their token went unused (no-shows).",
+		"waitingroom_dispatcher_tokens_restored_total":     "COUNTER OrderFailed events handled, by outcome (RESTORED, EXPIRED, FREED, DUPLICATE).",
+		"waitingroom_dispatcher_events_published_total":    "COUNTER Outbox events confirmed by the broker, by type.",
+		"waitingroom_dispatcher_tick_duration_seconds":     "HISTOGRAM Duration of one admission tick (the issue script round trip, pool wait included).",
+		"waitingroom_dispatcher_admission_held":            "GAUGE 1 while an open queue admits nobody, by reason (OUTBOX_BACKLOG: the outbox is at OUTBOX_MAX_BACKLOG; DRAW: the pre-queue is being drawn at the start time).",
+		"waitingroom_dispatcher_draw_placed_total":         "COUNTER Pre-queued people given a place by the draw at a queue's start time.",
+		"waitingroom_dispatcher_draw_duration_seconds":     "HISTOGRAM Duration of one pre-queue draw by this replica (admission is held meanwhile).",
+		"waitingroom_dispatcher_rate_decisions_total":      "COUNTER Decisions of an ADAPTIVE queue's rate controller on a new order-service health report (INCREASE, AT_MAX, DECREASE, AT_MIN, COOLDOWN, HOLD_STALE).",
+		"waitingroom_dispatcher_admission_rate_per_second": "GAUGE The rate the queue admits at now, on the queues this replica leads: the configured one, or an ADAPTIVE queue's effective one.",
+		"waitingroom_dispatcher_leader":                    "GAUGE 1 while this replica leads the queue.",
+		"waitingroom_dispatcher_outbox_backlog":            "GAUGE Events in the queue's outbox not yet confirmed by the broker.",
 	}
 	for name, w := range want {
 		if help[name] != w {
@@ -79,11 +83,13 @@ func TestMetricsKeepTheirNamesLabelsAndHelp(t *testing.T) {
 	}
 	wantSeries := []string{
 		"waitingroom_dispatcher_admission_held{queue=a,reason=OUTBOX_BACKLOG} 1",
+		"waitingroom_dispatcher_admission_rate_per_second{queue=a} 122.5",
 		"waitingroom_dispatcher_draw_duration_seconds{} 1",
 		"waitingroom_dispatcher_draw_placed_total{queue=a} 300",
 		"waitingroom_dispatcher_events_published_total{type=TokenIssued} 2",
 		"waitingroom_dispatcher_leader{queue=a} 1",
 		"waitingroom_dispatcher_outbox_backlog{queue=a} 5",
+		"waitingroom_dispatcher_rate_decisions_total{decision=DECREASE,queue=a} 1",
 		"waitingroom_dispatcher_tick_duration_seconds{} 1",
 		"waitingroom_dispatcher_tokens_expired_total{queue=a} 2",
 		"waitingroom_dispatcher_tokens_issued_total{queue=a} 7",
