@@ -9,7 +9,11 @@ import (
 // ObserveHealth takes one order-service health report (order.health). Every
 // replica keeps the reports of every queue it serves, led or not, so a new
 // leader steers from the same picture; reports of other queues are dropped.
+// A report is dated by this replica's clock when it arrives, so clock skew
+// between hosts can neither make reports look stale nor keep old ones
+// fresh.
 func (d *Dispatcher) ObserveHealth(h queue.OrderHealth) {
+	h.At = time.Now()
 	l := d.lead
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -49,5 +49,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	b.Group.Go("order-failed consumer", func(ctx context.Context) error {
 		return conn.Consume(ctx, events.OrderFailedQueue(cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit), orderFailedConsumer(restorer, log))
 	})
+	b.Group.Go("order health consumer", func(ctx context.Context) error {
+		return conn.Consume(ctx, healthReports(), healthConsumer(d, log))
+	})
 	return w, nil
 }
