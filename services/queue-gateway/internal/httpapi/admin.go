@@ -29,6 +29,11 @@ type queueView struct {
 	AdmissionHeld string `json:"admissionHeld,omitempty"`
 	// Draw is the pre-queue draw of a queue with a start time.
 	Draw *drawView `json:"draw,omitempty"`
+	// EffectiveRatePerSec is the rate an ADAPTIVE queue admits at now, as
+	// its leader set it from the order path's health, and RateReason why;
+	// both absent for a FIXED queue (and before a leader's first tick).
+	EffectiveRatePerSec float64 `json:"effectiveRatePerSec,omitempty"`
+	RateReason          string  `json:"rateReason,omitempty"`
 }
 
 // drawView is a queue's pre-queue draw as anyone may audit it: the seed's
@@ -69,6 +74,9 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 		Capacity:           cfg.Capacity(),
 		AdmissionHeld:      st.Held,
 		Draw:               newDrawView(st.Draw),
+
+		EffectiveRatePerSec: round2(st.EffectiveRate),
+		RateReason:          st.RateReason,
 	}
 }
 

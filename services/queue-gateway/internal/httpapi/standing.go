@@ -51,9 +51,11 @@ func (h *handler) leave(c *gin.Context) {
 
 // publicQueueView is what anybody may know of a queue.
 type publicQueueView struct {
-	QueueID             string  `json:"queueId"`
-	State               string  `json:"state"`
-	Waiting             int64   `json:"waiting"`
+	QueueID string `json:"queueId"`
+	State   string `json:"state"`
+	Waiting int64  `json:"waiting"`
+	// AdmissionRatePerSec is the rate the queue admits at: configured, or
+	// for an ADAPTIVE queue the effective one its leader set.
 	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
 	MeasuredRatePerSec  float64 `json:"measuredRatePerSec"`
 	// EnterChallenge tells a page to fetch and solve a challenge before
@@ -80,13 +82,17 @@ func (h *handler) publicQueue(c *gin.Context) {
 	}
 	// Cheap to cache: a second-old figure is as good for a waiting page.
 	c.Header("Cache-Control", "public, max-age=1")
+	rate := cfg.AdmissionRatePerSec
+	if cfg.AdmissionMode == queue.AdmissionAdaptive && stats.EffectiveRate > 0 {
+		rate = round2(stats.EffectiveRate)
+	}
 	c.JSON(http.StatusOK, publicQueueView{
 		StartsAt:            starts,
 		Draw:                newDrawView(stats.Draw),
 		QueueID:             q,
 		State:               string(cfg.State),
 		Waiting:             stats.Waiting,
-		AdmissionRatePerSec: cfg.AdmissionRatePerSec,
+		AdmissionRatePerSec: rate,
 		MeasuredRatePerSec:  round2(stats.MeasuredRate),
 		EnterChallenge:      string(cfg.EnterChallenge),
 		PowDifficultyBits:   powBits(cfg),
