@@ -19,7 +19,10 @@ import (
 // seconds later (people take time to order), so after a cut the controller
 // waits DecreaseCooldown before cutting again: without it, the reports of
 // the seconds before the cut would drive the rate to the floor. With no
-// report for HealthStaleAfter it holds the rate: it never races up blind.
+// report for HealthStaleAfter it holds the rate: it never races up blind;
+// nor on a report of an interval in which no order finished (an idle order
+// path, or one so stuck that nothing got through: its time-outs come as
+// 503s, and cut the rate, when they end).
 const (
 	DecreaseFactor      = 0.7
 	IncreaseSteps       = 20
@@ -151,6 +154,11 @@ func (c *RateController) judge(why string, current, lo, hi float64, p95, target 
 		}
 		c.cutAt = now
 		return RateStep{Rate: max(lo, current*DecreaseFactor), Decision: RateDecrease, Reason: why}
+	}
+	if orders == 0 {
+		// No order finished: an idle order path, or one so stuck nothing
+		// got through. Either way there is nothing to judge by.
+		return RateStep{Rate: current, Decision: RateHoldNoNews, Reason: "no order finished in the last interval: holding"}
 	}
 	if current >= hi {
 		return RateStep{Rate: hi, Decision: RateAtMax, Reason: fmt.Sprintf("healthy (p95 %v, target %v): at the maximum", p95.Round(time.Millisecond), target)}

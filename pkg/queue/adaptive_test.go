@@ -90,6 +90,12 @@ func TestRateControllerHoldsWithoutNewsAndJudgesEverySource(t *testing.T) {
 	}
 
 	c = NewRateController()
+	c.Observe(OrderHealth{Source: "a", At: t0, Interval: time.Second})
+	if s := c.Step(cfg, 100, t0); s.Rate != 100 || s.Decision != RateHoldNoNews || !s.Fresh {
+		t.Errorf("an interval in which no order finished: %.1f %s, want held", s.Rate, s.Decision)
+	}
+
+	c = NewRateController()
 	c.Observe(OrderHealth{Source: "a", At: t0, Interval: time.Second, Orders: 100, Unavailable: 3, P95: 50 * time.Millisecond})
 	if s := c.Step(cfg, 100, t0); math.Abs(s.Rate-70) > 1e-9 || s.Decision != RateDecrease {
 		t.Errorf("3 of 100 unavailable: %.1f %s (%s)", s.Rate, s.Decision, s.Reason)

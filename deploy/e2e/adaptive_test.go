@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// The adaptive drill's figures: each queue's rate at most maxRate; the
+// database slowed by slowBy per round trip for slowFor.
+const (
+	maxRate  = 30.0
+	slowBy   = 300 * time.Millisecond
+	slowFor  = 20 * time.Second
+	drillTTL = 8 * time.Second
+)
+
+// buyerTally counts what the buyers of one queue got, from the fault on.
+type buyerTally struct {
+	created, unavailable, timedOut, other atomic.Int64
+}
+
+// TestAdaptiveAdmissionFollowsASlowDatabase is the adaptive drill: two
+// queues side by side on one order-service, one ADAPTIVE between 3/s and
+// 30/s (p95 target 500 ms), one FIXED at 30/s; every admitted person orders
+// at once, once (a 503 or a 6 s timeout and they walk away). The
+// order-service's database is reached through a proxy that adds 300 ms to
+// every round trip for 20 s. The ADAPTIVE queue's effective rate falls
+// below half of its maximum within 10 s of the fault and climbs back to the
+// maximum within 30 s of its end; over the same window its buyers get fewer
+// 503s and time-outs, and fewer of its tokens expire unused, than the
+// FIXED queue's.
+func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
+	t.Parallel()
+	id := testenv.ID(t)
+	adaptive, fixed := id+"-a", id+"-f"
+	s := &system{t: t, q: adaptive, exchange: "e2e." + id}
+	for _, q := range []string{adaptive, fixed} {
+		testenv.PurgeAtCleanup(t, testenv.RedisURL(t), q)
+	}
+	var err error
+	if s.ver, err = auth.NewVerifier(secret); err != nil {
+		t.Fatal(err)
+	}
+	amqpURL := testenv.AMQPURL(t)
+	s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
+	dbURL := testenv.PostgresURLVia(t, testenv.PostgresURL(t), s.pgProxy.Addr())
+	common := map[string]string{
+		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
+		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
+	}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range common {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	s.listen(amqpURL)
+	s.gateway = start(t, "queue-gateway", with(map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
+	s.order = start(t, "order-service", with(map[string]string{"DATABASE_URL": dbURL, "DB_MAX_CONNS": "10",
+		"ORDER_TX_TIMEOUT": "3s", "ORDER_RATE_LIMIT_PER_QUEUE": "0", "ORDER_RATE_LIMIT_PER_USER": "0"}))
+	s.dispatcher = start(t, "admission-dispatcher", with(map[string]string{"DISPATCH_QUEUES": adaptive + "," + fixed}))
+	t.Cleanup(func() { s.cleanup(amqpURL) })
+
+	knobs := map[string]any{"admissionRatePerSec": maxRate, "activationSpreadMs": 0, "tokenTtlSeconds": int(drillTTL.Seconds()), "maxWaitSeconds": 600}
+	adaptiveKnobs := map[string]any{"admissionMode": "ADAPTIVE", "minAdmissionRatePerSec": 3, "maxAdmissionRatePerSec": maxRate, "targetOrderLatencyMs": 500}
+	for q, extra := range map[string]map[string]any{adaptive: adaptiveKnobs, fixed: nil} {
+		body := map[string]any{"state": "PAUSED"}
+		for k, v := range knobs {
+			body[k] = v
+		}
+		for k, v := range extra {
+			body[k] = v
+		}
+		if st, v := s.call(http.MethodPut, s.gateway.URL+"/admin/v1/queues/"+q, "ops", "admin", "", body); st != http.StatusCreated {
+			t.Fatalf("create queue %s: %d %v", q, st, v)
+		}
+		if st, v := s.call(http.MethodPut, s.order.URL+"/admin/v1/products/tee-"+q, "ops", "admin", "",
+			map[string]any{"queueId": q, "name": "Tee", "stock": 1_000_000, "priceCents": 2500}); st != http.StatusCreated {
+			t.Fatalf("create product for %s: %d %v", q, st, v)
+		}
+	}
+	// Enough people that neither line runs dry: 30/s for about a minute.
+	const people = 2400
+	fillLines(t, s, []string{adaptive, fixed}, people)
+	for _, q := range []string{adaptive, fixed} {
+		if st, v := s.call(http.MethodPut, s.gateway.URL+"/admin/v1/queues/"+q, "ops", "admin", "", map[string]any{"state": "OPEN"}); st != http.StatusOK {
+			t.Fatalf("open %s: %d %v", q, st, v)
+		}
+	}
+
+	ctx, stopBuyers := context.WithCancel(context.Background())
+	tallies := map[string]*buyerTally{adaptive: {}, fixed: {}}
+	var faultAt atomic.Int64 // unix ms; buyers admitted after it are counted
+	var buyers sync.WaitGroup
+	go s.buy(ctx, &buyers, tallies, &faultAt)
+
+	rate := func() (float64, string) {
+		_, v := s.call(http.MethodGet, s.gateway.URL+"/admin/v1/queues/"+adaptive, "ops", "admin", "", nil)
+		r, _ := v["effectiveRatePerSec"].(float64)
+		why, _ := v["rateReason"].(string)
+		return r, why
+	}
+	waitRate := func(what string, within time.Duration, cond func(float64) bool) time.Duration {
+		start := time.Now()
+		for {
+			r, why := rate()
+			if cond(r) {
+				t.Logf("%s after %v: %.1f/s (%s)", what, time.Since(start).Round(100*time.Millisecond), r, why)
+				return time.Since(start)
+			}
+			if time.Since(start) > within {
+				t.Fatalf("%s: effective rate %.1f/s (%s) after %v\ndispatcher log:\n%s", what, r, why, within, s.dispatcher.Tail())
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	waitRate("healthy: at the maximum", 20*time.Second, func(r float64) bool { return r >= maxRate })
+	time.Sleep(3 * time.Second)
+
+	faultAt.Store(time.Now().UnixMilli())
+	s.pgProxy.Delay(slowBy)
+	down := waitRate("database slow: below half of the maximum", 10*time.Second, func(r float64) bool { return r > 0 && r < maxRate/2 })
+	time.Sleep(slowFor - down)
+	s.pgProxy.Delay(0)
+	up := waitRate("database back: at the maximum again", 30*time.Second, func(r float64) bool { return r >= maxRate })
+	stopBuyers()
+	buyers.Wait()
+	// Tokens given back by failed orders expire a TTL later at most.
+	time.Sleep(drillTTL + 2*time.Second)
+
+	expired := s.expiredSince(faultAt.Load())
+	for _, q := range []string{adaptive, fixed} {
+		b := tallies[q]
+		t.Logf("%s: from the fault on, %d orders created, %d answered 503, %d timed out, %d other; %d tokens expired unused",
+			map[string]string{adaptive: "ADAPTIVE", fixed: "FIXED"}[q], b.created.Load(), b.unavailable.Load(), b.timedOut.Load(), b.other.Load(), expired[q])
+	}
+	a, f := tallies[adaptive], tallies[fixed]
+	if bad := a.unavailable.Load() + a.timedOut.Load(); bad >= f.unavailable.Load()+f.timedOut.Load() {
+		t.Errorf("ADAPTIVE buyers got %d 503s and time-outs, FIXED %d: want fewer", bad, f.unavailable.Load()+f.timedOut.Load())
+	}
+	if expired[adaptive] >= expired[fixed] {
+		t.Errorf("%d ADAPTIVE tokens expired unused, %d FIXED: want fewer", expired[adaptive], expired[fixed])
+	}
+	if f.unavailable.Load()+f.timedOut.Load() == 0 {
+		t.Errorf("the FIXED queue's buyers saw no 503 or time-out: the fault did not bite")
+	}
+	t.Logf("below half in %v, back at the maximum %v after the database recovered", down.Round(100*time.Millisecond), up.Round(100*time.Millisecond))
+}
+
+// fillLines enters people into each queue, sixteen at a time.
+func fillLines(t *testing.T, s *system, qs []string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	work := make(chan [2]string)
+	for range 16 {
+		wg.Go(func() {
+			for w := range work {
+				if st, v := s.try(http.MethodPost, s.gateway.URL+"/api/v1/queues/"+w[0]+"/enter", w[1], "", nil, 5*time.Second); st != http.StatusOK {
+					select {
+					case errs <- fmt.Errorf("enter %s as %s: %d %v", w[0], w[1], st, v):
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		for _, q := range qs {
+			work <- [2]string{q, fmt.Sprintf("%s-b%05d", q[len(q)-1:], i)}
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// buy watches TokenIssued and sends each admitted person to order once.
+func (s *system) buy(ctx context.Context, wg *sync.WaitGroup, tallies map[string]*buyerTally, faultAt *atomic.Int64) {
+	seen := 0
+	for ctx.Err() == nil {
+		issued := s.events.Keyed(events.RoutingKeyTokenIssued)
+		for _, d := range issued[seen:] {
+			var ev waitingroomv1.TokenIssued
+			if proto.Unmarshal(d.Body, &ev) != nil {
+				continue
+			}
+			b := tallies[ev.GetQueueId()]
+			if b == nil {
+				continue
+			}
+			counted := ev.GetOccurredAt().AsTime().UnixMilli() >= faultAt.Load() && faultAt.Load() > 0
+			wg.Go(func() { s.order1(ev.GetQueueId(), ev.GetUserId(), b, counted) })
+		}
+		seen = len(issued)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// order1 is one buyer: fetch the token, order once with a 6 s patience.
+func (s *system) order1(q, user string, b *buyerTally, counted bool) {
+	st, v := s.try(http.MethodGet, s.gateway.URL+"/api/v1/queues/"+q+"/position", user, "", nil, 5*time.Second)
+	tok, _ := v["token"].(string)
+	if st != http.StatusOK || tok == "" {
+		if counted {
+			b.other.Add(1)
+		}
+		return
+	}
+	st, _ = s.try(http.MethodPost, s.order.URL+"/api/v1/orders", user, tok,
+		map[string]any{"queueId": q, "productId": "tee-" + q, "quantity": 1}, 6*time.Second)
+	if !counted {
+		return
+	}
+	switch st {
+	case http.StatusCreated:
+		b.created.Add(1)
+	case http.StatusServiceUnavailable:
+		b.unavailable.Add(1)
+	case 0:
+		b.timedOut.Add(1)
+	default:
+		b.other.Add(1)
+	}
+}
+
+// try is call from many goroutines: no test failure on a transport error
+// (status 0), a timeout of its own.
+func (s *system) try(method, url, user, entryToken string, body any, timeout time.Duration) (int, map[string]any) {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, url, rd)
+	tok, err := s.ver.Mint(user, "", time.Hour)
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if entryToken != "" {
+		req.Header.Set("X-Entry-Token", entryToken)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer res.Body.Close()
+	var v map[string]any
+	raw, _ := io.ReadAll(res.Body)
+	_ = json.Unmarshal(raw, &v)
+	return res.StatusCode, v
+}
+
+// expiredSince counts TokenExpired events per queue for tokens that went
+// unused (NO_SHOW or too late for a restore) and expired after ms.
+func (s *system) expiredSince(ms int64) map[string]int {
+	out := map[string]int{}
+	for _, d := range s.events.Keyed(events.RoutingKeyTokenExpired) {
+		var ev waitingroomv1.TokenExpired
+		if proto.Unmarshal(d.Body, &ev) != nil || ev.GetOccurredAt().AsTime().UnixMilli() < ms {
+			continue
+		}
+		if !strings.HasPrefix(ev.GetReason().String(), "TOKEN_EXPIRED_REASON_") {
+			continue
+		}
+		out[ev.GetQueueId()]++
+	}
+	return out
+}
