@@ -292,6 +292,12 @@ go test -run '^$' -bench 'BenchmarkDraw100k$' -benchtime 3x ./pkg/redisstore/ >"
 draw_ns=$(awk '/^BenchmarkDraw100k/ {print $3; exit}' "$W/draw.txt")
 draw_s=$(python3 -c "print(f'{float(\"${draw_ns:-0}\")/1e9:.2f}')")
 
+# ---------------------------------------------------------------- 8. adaptive admission drill
+say "adaptive vs fixed admission under a slow database: TestAdaptiveAdmissionFollowsASlowDatabase"
+(cd deploy/e2e && go test -count=1 -run 'TestAdaptiveAdmissionFollowsASlowDatabase$' -v . >"$W/adaptive.txt" 2>&1) || true
+adaptive_fig=$(grep -oE '(ADAPTIVE|FIXED): from the fault on.*' "$W/adaptive.txt" | sed 's/from the fault on, //' | paste -sd ';' -)
+adaptive_times=$(grep -oE 'below half in .*' "$W/adaptive.txt" | head -1)
+
 # ---------------------------------------------------------------- write BENCHMARKS.md
 ratio() { python3 -c "a,b=float('${1:-0}' or 0),float('${2:-0}' or 0); print(f'{a/b:.2f}' if b else 'n/a')"; }
 cpu=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
@@ -325,6 +331,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream; lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
+| adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
 
 ## 1. Gateway against its ceilings
 
