@@ -48,7 +48,24 @@ type Config struct {
 	MinAdmissionRatePerSec float64       `json:"minAdmissionRatePerSec"`
 	MaxAdmissionRatePerSec float64       `json:"maxAdmissionRatePerSec"`
 	TargetOrderLatencyMs   int64         `json:"targetOrderLatencyMs"`
+	// FailMode is what the queue does while Redis is unreachable: CLOSED
+	// answers 503 (nobody gets in, nobody is let through), OPEN lets
+	// people straight to the order form (BYPASS), each order-service
+	// replica holding the queue's orders to its admission rate.
+	FailMode FailMode `json:"failMode"`
 }
+
+// FailMode is a queue's answer to a Redis outage.
+type FailMode string
+
+// The fail modes.
+const (
+	FailClosed FailMode = "CLOSED"
+	FailOpen   FailMode = "OPEN"
+)
+
+// Valid reports whether m is a known fail mode.
+func (m FailMode) Valid() bool { return m == FailClosed || m == FailOpen }
 
 // AdmissionMode is how a queue's admission rate is set.
 type AdmissionMode string
@@ -115,6 +132,7 @@ func DefaultConfig() Config {
 		MinAdmissionRatePerSec: 10,
 		MaxAdmissionRatePerSec: 175,
 		TargetOrderLatencyMs:   500,
+		FailMode:               FailClosed,
 	}
 }
 
@@ -171,6 +189,9 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.PowDifficultyBits < MinPowDifficultyBits || c.PowDifficultyBits > MaxPowDifficultyBits {
 		add("powDifficultyBits", "must be between %d and %d", MinPowDifficultyBits, MaxPowDifficultyBits)
+	}
+	if !c.FailMode.Valid() {
+		add("failMode", "must be CLOSED or OPEN")
 	}
 	if !c.AdmissionMode.Valid() {
 		add("admissionMode", "must be FIXED or ADAPTIVE")

@@ -27,6 +27,7 @@ type Patch struct {
 	MinAdmissionRatePerSec *float64
 	MaxAdmissionRatePerSec *float64
 	TargetOrderLatencyMs   *int64
+	FailMode               *FailMode
 }
 
 // Apply returns c with the patch's fields set.
@@ -56,6 +57,9 @@ func (p Patch) Apply(c Config) Config {
 	setFloat(&c.MinAdmissionRatePerSec, p.MinAdmissionRatePerSec)
 	setFloat(&c.MaxAdmissionRatePerSec, p.MaxAdmissionRatePerSec)
 	setInt(&c.TargetOrderLatencyMs, p.TargetOrderLatencyMs)
+	if p.FailMode != nil {
+		c.FailMode = *p.FailMode
+	}
 	return c
 }
 
@@ -125,6 +129,15 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 			p.MaxAdmissionRatePerSec, msg = decodeFloat(v)
 		case "targetOrderLatencyMs":
 			p.TargetOrderLatencyMs, msg = decodeInt(v)
+		case "failMode":
+			var s string
+			if json.Unmarshal(v, &s) != nil {
+				msg = "must be a string: CLOSED or OPEN"
+			} else if m := FailMode(s); !m.Valid() {
+				msg = "must be CLOSED or OPEN"
+			} else {
+				p.FailMode = &m
+			}
 		case "admissionMode":
 			var s string
 			if json.Unmarshal(v, &s) != nil {

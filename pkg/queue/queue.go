@@ -74,7 +74,10 @@ const (
 	Waiting UserState = "WAITING"
 	// PreQueue: entered before the queue's start time; placed by the draw
 	// at the start.
-	PreQueue   UserState = "PRE_QUEUE"
+	PreQueue UserState = "PRE_QUEUE"
+	// Bypass: Redis is unreachable and the queue fails OPEN: go straight
+	// to the order form; the order-service holds orders to the queue's rate.
+	Bypass     UserState = "BYPASS"
 	Admitted   UserState = "ADMITTED"
 	Expired    UserState = "EXPIRED"
 	Ordered    UserState = "ORDERED"

@@ -179,6 +179,7 @@ func encodeConfig(c queue.Config) map[string]any {
 		"minAdmissionRatePerSec": strconv.FormatFloat(c.MinAdmissionRatePerSec, 'f', -1, 64),
 		"maxAdmissionRatePerSec": strconv.FormatFloat(c.MaxAdmissionRatePerSec, 'f', -1, 64),
 		"targetOrderLatencyMs":   c.TargetOrderLatencyMs,
+		"failMode":               string(c.FailMode),
 	}
 }
 
@@ -208,6 +209,9 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	}
 	if v, ok := h["admissionMode"]; ok {
 		c.AdmissionMode = queue.AdmissionMode(v)
+	}
+	if v, ok := h["failMode"]; ok {
+		c.FailMode = queue.FailMode(v)
 	}
 	num("maxActive", &c.MaxActive)
 	num("maxQueueSize", &c.MaxQueueSize)
