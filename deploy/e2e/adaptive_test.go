@@ -15,7 +15,6 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
@@ -49,37 +48,9 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	t.Parallel()
 	id := testenv.ID(t)
 	adaptive, fixed := id+"-a", id+"-f"
-	s := &system{t: t, q: adaptive, exchange: "e2e." + id}
-	for _, q := range []string{adaptive, fixed} {
-		testenv.PurgeAtCleanup(t, testenv.RedisURL(t), q)
-	}
-	var err error
-	if s.ver, err = auth.NewVerifier(secret); err != nil {
-		t.Fatal(err)
-	}
-	amqpURL := testenv.AMQPURL(t)
-	s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
-	dbURL := testenv.PostgresURLVia(t, testenv.PostgresURL(t), s.pgProxy.Addr())
-	common := map[string]string{
-		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
-		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
-	}
-	with := func(extra map[string]string) map[string]string {
-		m := map[string]string{}
-		for k, v := range common {
-			m[k] = v
-		}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
-	s.listen(amqpURL)
-	s.gateway = start(t, "queue-gateway", with(map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
-	s.order = start(t, "order-service", with(map[string]string{"DATABASE_URL": dbURL, "DB_MAX_CONNS": "10",
-		"ORDER_TX_TIMEOUT": "3s", "ORDER_RATE_LIMIT_PER_QUEUE": "0", "ORDER_RATE_LIMIT_PER_USER": "0"}))
-	s.dispatcher = start(t, "admission-dispatcher", with(map[string]string{"DISPATCH_QUEUES": adaptive + "," + fixed}))
-	t.Cleanup(func() { s.cleanup(amqpURL) })
+	s := newSystemWith(t, systemOptions{id: id, queues: []string{adaptive, fixed}, cutDatabase: true, orderEnv: map[string]string{
+		"DB_MAX_CONNS": "10", "ORDER_TX_TIMEOUT": "3s", "ORDER_RATE_LIMIT_PER_QUEUE": "0", "ORDER_RATE_LIMIT_PER_USER": "0",
+	}})
 
 	knobs := map[string]any{"admissionRatePerSec": maxRate, "activationSpreadMs": 0, "tokenTtlSeconds": int(drillTTL.Seconds()), "maxWaitSeconds": 600}
 	adaptiveKnobs := map[string]any{"admissionMode": "ADAPTIVE", "minAdmissionRatePerSec": 3, "maxAdmissionRatePerSec": maxRate, "targetOrderLatencyMs": 500}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,15 +31,29 @@ type system struct {
 
 func newSystem(t *testing.T, cutDatabase bool) *system {
 	id := testenv.ID(t)
-	s := &system{t: t, q: id, exchange: "e2e." + id}
-	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), s.q)
+	return newSystemWith(t, systemOptions{queues: []string{id}, id: id, cutDatabase: cutDatabase})
+}
+
+// systemOptions shape a system: the queues its dispatcher serves (the first
+// is s.q), whether the order-service reaches Postgres through a proxy
+// (s.pgProxy), and the order-service's extra environment.
+type systemOptions struct {
+	id          string
+	queues      []string
+	cutDatabase bool
+	orderEnv    map[string]string
+}
+
+func newSystemWith(t *testing.T, o systemOptions) *system {
+	s := &system{t: t, q: o.queues[0], exchange: "e2e." + o.id}
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), o.queues...)
 	var err error
 	if s.ver, err = auth.NewVerifier(secret); err != nil {
 		t.Fatal(err)
 	}
 	amqpURL := testenv.AMQPURL(t)
 	dbURL := testenv.PostgresURL(t)
-	if cutDatabase {
+	if o.cutDatabase {
 		s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
 		dbURL = testenv.PostgresURLVia(t, dbURL, s.pgProxy.Addr())
 	}
@@ -46,22 +61,23 @@ func newSystem(t *testing.T, cutDatabase bool) *system {
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
 		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
 	}
-	with := func(extra map[string]string) map[string]string {
-		m := map[string]string{}
-		for k, v := range common {
-			m[k] = v
-		}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
 	s.listen(amqpURL)
-	s.gateway = start(t, "queue-gateway", with(map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
-	s.order = start(t, "order-service", with(map[string]string{"DATABASE_URL": dbURL}))
-	s.dispatcher = start(t, "admission-dispatcher", with(map[string]string{"DISPATCH_QUEUES": s.q}))
+	s.gateway = start(t, "queue-gateway", merged(common, map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
+	s.order = start(t, "order-service", merged(common, map[string]string{"DATABASE_URL": dbURL}, o.orderEnv))
+	s.dispatcher = start(t, "admission-dispatcher", merged(common, map[string]string{"DISPATCH_QUEUES": strings.Join(o.queues, ",")}))
 	t.Cleanup(func() { s.cleanup(amqpURL) })
 	return s
+}
+
+// merged is the union of maps, later ones winning.
+func merged(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // listen records every event of the system's exchange from now on.

@@ -18,15 +18,7 @@ import (
 func TestConfigCacheOutlivesARedisOutage(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedisServer(t)
-	rdb, err := redisstore.NewClient(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	s, err := redisstore.NewStore(rdb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testenv.StoreAt(t, srv.URL())
 	ctx := context.Background()
 	set := func(q string, m queue.FailMode) {
 		t.Helper()

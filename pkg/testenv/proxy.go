@@ -253,7 +253,15 @@ func ProxiedStore(t testing.TB) (*redisstore.Store, *Proxy) {
 	}
 	p := StartProxy(t, u.Host)
 	u.Host = p.Addr()
-	rdb, err := redisstore.NewClient(u.String())
+	return StoreAt(t, u.String()), p
+}
+
+// StoreAt is a redisstore.Store on the server at url (a private
+// redis-server, a proxy), with redisstore.NewClient's defaults; its client
+// is closed when the test ends.
+func StoreAt(t testing.TB, url string) *redisstore.Store {
+	t.Helper()
+	rdb, err := redisstore.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +270,5 @@ func ProxiedStore(t testing.TB) (*redisstore.Store, *Proxy) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, p
+	return s
 }

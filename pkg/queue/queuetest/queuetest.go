@@ -38,3 +38,20 @@ func RunContract[P, S any](t *testing.T, newPort func(t *testing.T) (P, S), case
 		})
 	}
 }
+
+// SpearmanRho is the rank correlation between the order people entered in
+// (entry) and the order they were drawn or admitted in (drawn): 0 for no
+// relation, 1 for the same order. entry and drawn hold the same ids.
+func SpearmanRho(entry, drawn []string) float64 {
+	rank := make(map[string]int, len(drawn))
+	for i, u := range drawn {
+		rank[u] = i
+	}
+	n := float64(len(entry))
+	var d2 float64
+	for i, u := range entry {
+		d := float64(i - rank[u])
+		d2 += d * d
+	}
+	return 1 - 6*d2/(n*(n*n-1))
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/queue/queuetest"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
 )
@@ -154,7 +155,7 @@ func (d *drawDrill) check(t *testing.T, c *cluster, i int) {
 	if lastDrawn.After(firstLate) {
 		t.Errorf("queue %d: a late entrant was admitted at %v, before the last drawn at %v", i, firstLate, lastDrawn)
 	}
-	rho := spearmanRho(d.early, drawn)
+	rho := queuetest.SpearmanRho(d.early, drawn)
 	t.Logf("queue %d: rho %.4f against entry order; last drawn admitted %v, first late %v", i, rho, lastDrawn.Format("15:04:05.000"), firstLate.Format("15:04:05.000"))
 	if math.Abs(rho) >= 0.15 {
 		t.Errorf("queue %d: Spearman rho %.4f between entry and admission order, want |rho| < 0.15", i, rho)
@@ -190,19 +191,4 @@ func unique(events []queue.Event) int {
 		ids[e.ID] = true
 	}
 	return len(ids)
-}
-
-// spearmanRho is the rank correlation between entry order and drawn order.
-func spearmanRho(entry, drawn []string) float64 {
-	rank := make(map[string]int, len(drawn))
-	for i, u := range drawn {
-		rank[u] = i
-	}
-	n := float64(len(entry))
-	var d2 float64
-	for i, u := range entry {
-		d := float64(i - rank[u])
-		d2 += d * d
-	}
-	return 1 - 6*d2/(n*(n*n-1))
 }
