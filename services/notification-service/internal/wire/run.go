@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
@@ -35,7 +36,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 
 	h := hub.New(cfg.Buffer, cfg.MaxStreamsPerIP, hub.MaxPerUser(cfg.MaxStreamsPerUser), hub.IPv6Prefix(cfg.ClientIPv6Prefix))
-	svc := stream.New(h, store, log, NewMetrics(b.Registry, h), stream.Options{
+	// The queue configs in memory, so a queue that fails OPEN is known as
+	// such while Redis is away.
+	configs := redisstore.NewConfigCache(store, time.Second)
+	svc := stream.New(h, failOpen{Positions: store, cache: configs}, log, NewMetrics(b.Registry, h), stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
 	})
 	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
@@ -52,5 +56,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	b.Group.OnDrain(h.Shut)
 	b.Group.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
 	b.Group.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
+	b.Group.Go("queue configs", configs.Run)
 	return w, nil
 }

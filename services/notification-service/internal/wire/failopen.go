@@ -1,0 +1,50 @@
+package wire
+
+import (
+	"context"
+	"errors"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
+)
+
+// failOpen answers the standings of a queue that fails OPEN with BYPASS
+// while Redis cannot be reached, from the configurations the cache kept:
+// an open stream is told to go to the order form at its next position
+// event, and a new one opens with it, instead of a 503.
+type failOpen struct {
+	stream.Positions
+	cache *redisstore.ConfigCache
+}
+
+func (f failOpen) bypass(q string, err error) (queue.Standing, bool) {
+	if !errors.Is(err, queue.ErrUnavailable) {
+		return queue.Standing{}, false
+	}
+	cfg, ok := f.cache.Get(q)
+	if !ok || cfg.FailMode != queue.FailOpen {
+		return queue.Standing{}, false
+	}
+	return queue.BypassStanding(q, cfg), true
+}
+
+func (f failOpen) Position(ctx context.Context, q, user string) (queue.Standing, error) {
+	st, err := f.Positions.Position(ctx, q, user)
+	if b, ok := f.bypass(q, err); ok {
+		return b, nil
+	}
+	return st, err
+}
+
+func (f failOpen) PositionMany(ctx context.Context, q string, users []string) (map[string]queue.Standing, error) {
+	sts, err := f.Positions.PositionMany(ctx, q, users)
+	if b, ok := f.bypass(q, err); ok {
+		sts = make(map[string]queue.Standing, len(users))
+		for _, u := range users {
+			sts[u] = b
+		}
+		return sts, nil
+	}
+	return sts, err
+}
