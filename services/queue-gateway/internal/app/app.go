@@ -49,23 +49,26 @@ func (e *InvalidConfigError) Error() string {
 // Service runs the gateway's use cases; every port (HTTP, the queue length
 // gauge) reaches the store and the limiters only through it.
 type Service struct {
-	store  Store
-	signer *challenge.Signer
-	limits Limits
-	m      Metrics
+	store   Store
+	signer  *challenge.Signer
+	limits  Limits
+	configs Configs
+	m       Metrics
 }
 
 // New returns a Service over store; signer issues and checks the enter
-// challenges of queues that ask for one. The limits may be nil (off); a nil
-// m records nothing.
-func New(store Store, signer *challenge.Signer, limits Limits, m Metrics) (*Service, error) {
+// challenges of queues that ask for one. The limits may be nil (off).
+// configs, the queue configurations kept in memory, lets a queue that fails
+// OPEN answer BYPASS while Redis is down; nil answers every outage with
+// queue.ErrUnavailable. A nil m records nothing.
+func New(store Store, signer *challenge.Signer, limits Limits, configs Configs, m Metrics) (*Service, error) {
 	if store == nil || signer == nil {
 		return nil, errors.New("app: store and challenge signer are required")
 	}
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Service{store: store, signer: signer, limits: limits, m: m}, nil
+	return &Service{store: store, signer: signer, limits: limits, configs: configs, m: m}, nil
 }
 
 func checkIDs(q, user string) error {

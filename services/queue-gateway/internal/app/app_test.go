@@ -114,7 +114,7 @@ func rulesService(t *testing.T, m *memStore) (*app.Service, *challenge.Signer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := app.New(m, signer, app.Limits{}, nil)
+	svc, err := app.New(m, signer, app.Limits{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,11 @@ import (
 // queue.ErrChallengeRequired; a malformed, forged, expired or unsolved one
 // is refused with an error wrapping queue.ErrChallengeFailed before the
 // store is asked, whoever the caller is. Every outcome is counted
-// (Metrics.Entered).
+// (Metrics.Entered). While Redis does not answer, a queue that fails OPEN
+// answers the BYPASS standing (see bypass).
 func (s *Service) Enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
 	st, err := s.enter(ctx, q, user, solution)
+	st, err = s.bypass(q, true, st, err)
 	s.m.Entered(outcome(st, err))
 	return st, err
 }
@@ -59,9 +61,10 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 }
 
 // Position tells user where they stand in q; every outcome is counted
-// (Metrics.Positioned).
+// (Metrics.Positioned), BYPASS as Enter's.
 func (s *Service) Position(ctx context.Context, q, user string) (queue.Standing, error) {
 	st, err := s.position(ctx, q, user)
+	st, err = s.bypass(q, false, st, err)
 	s.m.Positioned(outcome(st, err))
 	return st, err
 }

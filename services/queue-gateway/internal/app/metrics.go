@@ -12,7 +12,7 @@ import (
 // and must not block.
 type Metrics interface {
 	// Entered: an enter request came to outcome: the standing's state in
-	// lower case (waiting, admitted, ...) or why it was refused (full,
+	// lower case (waiting, admitted, bypass, ...) or why it was refused (full,
 	// closed, not_found, challenge_required, challenge_failed,
 	// rate_limited, unavailable, invalid, error).
 	Entered(outcome string)

@@ -63,12 +63,17 @@ func (l limiter) Allow(context.Context, string) (bool, time.Duration, error) {
 
 func newService(t *testing.T, s store, limits app.Limits) (*app.Service, *counts) {
 	t.Helper()
+	return newServiceWith(t, s, limits, configs{"open-q": openConfig()})
+}
+
+func newServiceWith(t *testing.T, s store, limits app.Limits, c app.Configs) (*app.Service, *counts) {
+	t.Helper()
 	signer, err := challenge.NewSigner(challenge.DeriveKey("metrics-test-secret-0123456789abcdef"), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &counts{n: map[string]int{}}
-	svc, err := app.New(s, signer, limits, m)
+	svc, err := app.New(s, signer, limits, c, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,6 +106,8 @@ func TestEveryOutcomeIsCountedOnce(t *testing.T) {
 		{"position not found", store{err: queue.ErrNotFound}, position("q1", "ann"), "position/not_found"},
 		{"position unavailable", store{err: down}, position("q1", "ann"), "position/unavailable"},
 		{"position invalid", store{}, position("q1", "bad user"), "position/invalid"},
+		{"enter bypass", store{err: down}, enter("open-q", "ann", ""), "enter/bypass"},
+		{"position bypass", store{err: down}, position("open-q", "ann"), "position/bypass"},
 		{"challenge issued", store{kind: queue.ChallengeProofOfWork}, issue("q1", "ann"), "challenge"},
 		{"challenge not asked", store{kind: queue.ChallengeNone}, issue("q1", "ann"), ""},
 		{"challenge unavailable", store{err: down}, issue("q1", "ann"), ""},
@@ -133,6 +140,8 @@ func TestLimitersCountTheirRefusalsAsEnters(t *testing.T) {
 		{"enter not limited", app.Limits{}, allowEnter, true, map[string]int{}},
 		{"enter refused", app.Limits{Enter: limiter{ok: false}}, allowEnter, false, map[string]int{"enter/rate_limited": 1}},
 		{"enter limiter down", app.Limits{Enter: limiter{err: down}}, allowEnter, false, map[string]int{"enter/unavailable": 1}},
+		// The enter goes on, to answer (and be counted) BYPASS.
+		{"enter limiter down, queue fails open", app.Limits{Enter: limiter{err: down}}, allowEnterOpen, true, map[string]int{}},
 		{"challenge refused", app.Limits{Challenge: limiter{ok: false}}, allowChallenge, false, map[string]int{}},
 		{"challenge not limited", app.Limits{Enter: limiter{ok: false}}, allowChallenge, true, map[string]int{}},
 	}
@@ -172,7 +181,15 @@ func issue(q, user string) func(context.Context, *app.Service) error {
 }
 
 func allowEnter(s *app.Service) func(context.Context, string) (bool, time.Duration, error) {
-	return s.AllowEnter
+	return func(ctx context.Context, client string) (bool, time.Duration, error) {
+		return s.AllowEnter(ctx, "q1", client)
+	}
+}
+
+func allowEnterOpen(s *app.Service) func(context.Context, string) (bool, time.Duration, error) {
+	return func(ctx context.Context, client string) (bool, time.Duration, error) {
+		return s.AllowEnter(ctx, "open-q", client)
+	}
 }
 
 func allowChallenge(s *app.Service) func(context.Context, string) (bool, time.Duration, error) {

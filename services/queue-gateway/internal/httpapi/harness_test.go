@@ -89,7 +89,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	}
 	// The service's metrics as wire registers them, on the registry the
 	// tests read.
-	if o.Service, err = app.New(h.store, signer, h.limits, wire.NewMetrics(o.Registry)); err != nil {
+	if o.Service, err = app.New(h.store, signer, h.limits, nil, wire.NewMetrics(o.Registry)); err != nil {
 		t.Fatal(err)
 	}
 	wire.RegisterQueueLengths(o.Registry, o.Service, o.Log)

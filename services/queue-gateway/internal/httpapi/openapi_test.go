@@ -73,7 +73,7 @@ func TestOpenAPIQueueKnobs(t *testing.T) {
 	}
 	defaults["startsAt"] = nil // omitted while unset
 	for _, name := range []string{"admissionRatePerSec", "admissionMode", "minAdmissionRatePerSec",
-		"maxAdmissionRatePerSec", "targetOrderLatencyMs"} {
+		"maxAdmissionRatePerSec", "targetOrderLatencyMs", "failMode"} {
 		if _, ok := knobs[name]; !ok {
 			t.Errorf("QueueKnobs does not document %s", name)
 		}
@@ -107,6 +107,12 @@ func TestOpenAPIQueueKnobs(t *testing.T) {
 	}
 	if mode := knobs["admissionMode"].Enum; !slices.Equal(mode, []string{string(queue.AdmissionFixed), string(queue.AdmissionAdaptive)}) {
 		t.Errorf("admissionMode enum %v", mode)
+	}
+	if mode := knobs["failMode"].Enum; !slices.Equal(mode, []string{string(queue.FailClosed), string(queue.FailOpen)}) {
+		t.Errorf("failMode enum %v", mode)
+	}
+	if states := doc.Components.Schemas["Standing"].Properties["state"].Enum; !slices.Contains(states, string(queue.Bypass)) {
+		t.Errorf("Standing state enum %v has no %s", states, queue.Bypass)
 	}
 
 	admin := doc.Components.Schemas["QueueAdmin"].AllOf

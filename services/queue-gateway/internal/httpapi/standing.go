@@ -103,7 +103,7 @@ func (h *handler) publicQueue(c *gin.Context) {
 // An IPv6 client counts by its prefix: it may pick a new address of its /64
 // for every request.
 func (h *handler) limitEnter(c *gin.Context) {
-	ok, retry, err := h.svc.AllowEnter(c, clientkey.Of(c.ClientIP(), h.v6bits))
+	ok, retry, err := h.svc.AllowEnter(c, c.Param("queueId"), clientkey.Of(c.ClientIP(), h.v6bits))
 	if err != nil {
 		h.fail(c, err)
 		return

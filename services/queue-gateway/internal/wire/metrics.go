@@ -24,7 +24,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	ns, sub := "waitingroom", "gateway"
 	m := &Metrics{
 		enters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "enter_total",
-			Help: "Enter requests by outcome (waiting, admitted, full, closed, not_found, challenge_required, challenge_failed, rate_limited, unavailable, invalid, error)."}, []string{"outcome"}),
+			Help: "Enter requests by outcome (waiting, admitted, bypass, full, closed, not_found, challenge_required, challenge_failed, rate_limited, unavailable, invalid, error)."}, []string{"outcome"}),
 		positions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "position_requests_total",
 			Help: "Position requests by the state answered (or the error)."}, []string{"state"}),
 		challenges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "challenges_issued_total",

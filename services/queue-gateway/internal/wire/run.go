@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
@@ -45,7 +46,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil, err
 		}
 	}
-	svc, err := app.New(store, signer, limits, NewMetrics(b.Registry))
+	// Every queue's configuration in memory, so a queue that fails OPEN
+	// still answers (BYPASS) while Redis is down.
+	configs := redisstore.NewConfigCache(store, time.Second)
+	b.Group.Go("config cache", configs.Run)
+	svc, err := app.New(store, signer, limits, configs, NewMetrics(b.Registry))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,241 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// TestFailModeThroughARedisOutage: the wired gateway on a private Redis,
+// with its per-IP enter limit on. With Redis killed, a queue that fails OPEN
+// answers enter and position with BYPASS (its cached state and rate, no
+// place, a poll hint of ~5 s), even past the enter limit; one that fails
+// CLOSED, an unknown queue, leave and the admin API answer 503
+// backend-unavailable with Retry-After. With Redis back (empty) and the
+// queues re-created, the line resumes: WAITING at place 1, no BYPASS.
+func TestFailModeThroughARedisOutage(t *testing.T) {
+	t.Parallel()
+	redisSrv := testenv.StartRedisServer(t)
+	cfg := Config{HTTPAddr: "127.0.0.1:0", OpsAddr: "127.0.0.1:0", HTTP: config.HTTP{ShutdownTimeout: 10 * time.Second},
+		EnterRateLimitPerIP: 5, EnterChallengeTTL: time.Minute}
+	cfg.Redis.URL = redisSrv.URL()
+	cfg.DevMode = true
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	c := &client{t: t, base: "http://" + srv.Addr()}
+	admin, ann, bob := c.token("operator", "admin"), c.token("ann", ""), c.token("bob", "")
+
+	// CLOSED first: a cache that knows the OPEN queue knows both.
+	createQueues := func() {
+		t.Helper()
+		c.put("/admin/v1/queues/fails-closed", admin, map[string]any{})
+		c.put("/admin/v1/queues/fails-open", admin, map[string]any{"failMode": "OPEN", "admissionRatePerSec": 40})
+	}
+	createQueues()
+	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", ann); r.status != http.StatusOK || r.standing(t).State != "WAITING" {
+		t.Fatalf("ann's enter before the outage: %d %s", r.status, r.body)
+	}
+
+	// The cache refreshes every second: two of them and it holds both
+	// queues. (A queue made less than a refresh before an outage is not
+	// known yet, and answers 503.)
+	time.Sleep(2 * time.Second)
+	redisSrv.Stop()
+	checkBypass(t, "ann's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann))
+	// Three times the enter limit, from one address: the limiter is in
+	// Redis too, and BYPASS is not held back by it.
+	for i := range 3 * cfg.EnterRateLimitPerIP {
+		checkBypass(t, fmt.Sprintf("bob's enter %d", i+1), c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", bob))
+	}
+	checkBypass(t, "bob's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", bob))
+
+	for _, r := range []struct{ what, method, path, tok string }{
+		{"enter, fails CLOSED", http.MethodPost, "/api/v1/queues/fails-closed/enter", bob},
+		{"position, fails CLOSED", http.MethodGet, "/api/v1/queues/fails-closed/position", bob},
+		{"enter, unknown queue", http.MethodPost, "/api/v1/queues/nobody-made-it/enter", bob},
+		{"position, unknown queue", http.MethodGet, "/api/v1/queues/nobody-made-it/position", bob},
+		{"leave, fails OPEN", http.MethodDelete, "/api/v1/queues/fails-open/position", ann},
+		{"admin view, fails OPEN", http.MethodGet, "/admin/v1/queues/fails-open", admin},
+	} {
+		res := c.do(r.method, r.path, r.tok)
+		var p struct{ Type string }
+		_ = json.Unmarshal(res.body, &p)
+		if res.status != http.StatusServiceUnavailable || p.Type != problem.TypeBackendUnavailable || res.header.Get("Retry-After") == "" {
+			t.Errorf("%s with Redis down: %d %q Retry-After %q, want 503 %s with Retry-After", r.what, res.status, p.Type,
+				res.header.Get("Retry-After"), problem.TypeBackendUnavailable)
+		}
+	}
+	metrics := c.metrics("http://" + srv.OpsAddr() + "/metrics")
+	for series, want := range map[string]int{
+		`waitingroom_gateway_enter_total{outcome="bypass"}`:           3 * cfg.EnterRateLimitPerIP,
+		`waitingroom_gateway_position_requests_total{state="bypass"}`: 2,
+		`waitingroom_gateway_enter_total{outcome="unavailable"}`:      2,
+	} {
+		if got := metrics[series]; got != want {
+			t.Errorf("%s = %d, want %d", series, got, want)
+		}
+	}
+
+	redisSrv.Start()
+	// The private server kept nothing: the operator makes the queues again.
+	deadline := time.Now().Add(5 * time.Second)
+	for c.status(http.MethodGet, "/api/v1/queues/fails-open", "") == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	createQueues()
+	for _, q := range []string{"fails-open", "fails-closed"} {
+		r := c.do(http.MethodPost, "/api/v1/queues/"+q+"/enter", bob)
+		if st := r.standing(t); r.status != http.StatusOK || st.State != "WAITING" || st.Position != 1 {
+			t.Errorf("bob's enter on %s after the outage: %d %s, want WAITING at 1", q, r.status, r.body)
+		}
+	}
+	if r := c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann); r.status != http.StatusOK || r.standing(t).State != "NOT_IN_QUEUE" {
+		t.Errorf("ann's position after the outage (her place went with Redis): %d %s, want NOT_IN_QUEUE", r.status, r.body)
+	}
+}
+
+// checkBypass: a 200 BYPASS standing with no place and a ~5 s poll hint.
+func checkBypass(t *testing.T, what string, r response) {
+	t.Helper()
+	st := r.standing(t)
+	retry, _ := strconv.Atoi(r.header.Get("Retry-After"))
+	if r.status != http.StatusOK || st.State != "BYPASS" || st.QueueID != "fails-open" || st.QueueState != "OPEN" ||
+		st.AdmissionRatePerSec != 40 || st.Position != 0 || st.Ahead != 0 || st.EtaSeconds != 0 ||
+		st.RetryAfterMs < 4000 || st.RetryAfterMs > 6000 || retry < 4 || retry > 6 {
+		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of fails-open (OPEN, 40/s, place 0, retry 4-6 s)",
+			what, r.status, r.body, r.header.Get("Retry-After"))
+	}
+}
+
+// client speaks to the wired gateway over HTTP.
+type client struct {
+	t    *testing.T
+	base string
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+type standing struct {
+	QueueID             string  `json:"queueId"`
+	State               string  `json:"state"`
+	QueueState          string  `json:"queueState"`
+	Position            int64   `json:"position"`
+	Ahead               int64   `json:"ahead"`
+	EtaSeconds          int64   `json:"etaSeconds"`
+	RetryAfterMs        int64   `json:"retryAfterMs"`
+	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+}
+
+func (r response) standing(t *testing.T) standing {
+	t.Helper()
+	var st standing
+	if r.status == http.StatusOK {
+		if err := json.Unmarshal(r.body, &st); err != nil {
+			t.Fatalf("decode %s: %v", r.body, err)
+		}
+	}
+	return st
+}
+
+func (c *client) send(method, path, tok string, body any) response {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (c *client) do(method, path, tok string) response { return c.send(method, path, tok, nil) }
+
+func (c *client) status(method, path, tok string) int { return c.do(method, path, tok).status }
+
+// token mints one from the dev endpoint, which needs no Redis.
+func (c *client) token(user, role string) string {
+	c.t.Helper()
+	r := c.send(http.MethodPost, "/api/v1/dev/token", "", map[string]string{"userId": user, "role": role})
+	var v struct{ Token string }
+	if err := json.Unmarshal(r.body, &v); err != nil || r.status != http.StatusOK {
+		c.t.Fatalf("dev token for %s: %d %s", user, r.status, r.body)
+	}
+	return v.Token
+}
+
+func (c *client) put(path, tok string, knobs map[string]any) {
+	c.t.Helper()
+	if r := c.send(http.MethodPut, path, tok, knobs); r.status != http.StatusCreated {
+		c.t.Fatalf("PUT %s: %d %s", path, r.status, r.body)
+	}
+}
+
+var seriesLine = regexp.MustCompile(`(?m)^(waitingroom_gateway_\S+) (\d+)$`)
+
+// metrics reads the gateway's counters by series.
+func (c *client) metrics(url string) map[string]int {
+	c.t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, m := range seriesLine.FindAllStringSubmatch(string(b), -1) {
+		out[m[1]], _ = strconv.Atoi(m[2])
+	}
+	return out
+}
