@@ -33,12 +33,7 @@ func (s *Service) bypass(q string, entering bool, st queue.Standing, err error) 
 	if cfg.StartsAt.After(time.Now()) {
 		return st, err
 	}
-	return queue.Standing{
-		QueueID:        q,
-		State:          queue.Bypass,
-		QueueState:     cfg.State,
-		ConfiguredRate: cfg.AdmissionRatePerSec,
-	}, nil
+	return queue.BypassStanding(q, cfg), nil
 }
 
 // failsOpen reports whether err means Redis did not answer and q, as last
