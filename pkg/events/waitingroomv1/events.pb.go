@@ -506,8 +506,9 @@ func (x *TokenExpired) GetReason() TokenExpiredReason {
 }
 
 // OrderCreated: an order placed with a token was committed. The token is spent
-// and the user's slot is freed. Routing key "order.created"; published by the
-// order-service.
+// and the user's slot is freed. An order of a fail-OPEN queue taken while Redis
+// was unreachable had no token: it is marked bypassed. Routing key
+// "order.created"; published by the order-service.
 type OrderCreated struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Unique id of this event, an opaque string (compare it, never parse it).
@@ -527,7 +528,11 @@ type OrderCreated struct {
 	// The product ordered.
 	ProductId string `protobuf:"bytes,7,opt,name=product_id,json=productId,proto3" json:"product_id,omitempty"`
 	// How many units were ordered; at least 1.
-	Quantity      int32 `protobuf:"varint,8,opt,name=quantity,proto3" json:"quantity,omitempty"`
+	Quantity int32 `protobuf:"varint,8,opt,name=quantity,proto3" json:"quantity,omitempty"`
+	// Admitted without an entry token while Redis was unreachable, on a queue
+	// that fails OPEN (failMode OPEN): token_id is then "bypass-" + order_id,
+	// no TokenIssued ever named it, and no token was consumed or settled.
+	Bypassed      bool `protobuf:"varint,9,opt,name=bypassed,proto3" json:"bypassed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -616,6 +621,13 @@ func (x *OrderCreated) GetQuantity() int32 {
 		return x.Quantity
 	}
 	return 0
+}
+
+func (x *OrderCreated) GetBypassed() bool {
+	if x != nil {
+		return x.Bypassed
+	}
+	return false
 }
 
 // OrderFailed: an order attempt with a token did not produce an order. Whether
@@ -1213,7 +1225,7 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
 	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x19\n" +
 	"\btoken_id\x18\x05 \x01(\tR\atokenId\x12:\n" +
-	"\x06reason\x18\x06 \x01(\x0e2\".waitingroom.v1.TokenExpiredReasonR\x06reason\"\x8b\x02\n" +
+	"\x06reason\x18\x06 \x01(\x0e2\".waitingroom.v1.TokenExpiredReasonR\x06reason\"\xa7\x02\n" +
 	"\fOrderCreated\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
 	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1224,7 +1236,8 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\btoken_id\x18\x06 \x01(\tR\atokenId\x12\x1d\n" +
 	"\n" +
 	"product_id\x18\a \x01(\tR\tproductId\x12\x1a\n" +
-	"\bquantity\x18\b \x01(\x05R\bquantity\"\xd5\x02\n" +
+	"\bquantity\x18\b \x01(\x05R\bquantity\x12\x1a\n" +
+	"\bbypassed\x18\t \x01(\bR\bbypassed\"\xd5\x02\n" +
 	"\vOrderFailed\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
 	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
