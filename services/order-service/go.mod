@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/waitingroom/waitingroom/pkg v0.0.0
 	golang.org/x/sync v0.25.0
+	golang.org/x/time v0.11.0
 	google.golang.org/protobuf v1.36.12
 	gorm.io/driver/postgres v1.6.3
 	gorm.io/gorm v1.31.2
@@ -69,7 +70,6 @@ require (
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-	golang.org/x/time v0.11.0 // indirect
 )
 
 replace github.com/waitingroom/waitingroom/pkg => ../../pkg

@@ -12,9 +12,10 @@ import (
 // are measured by wire's decorators of those ports). Its methods are
 // called from many goroutines at once and must not block.
 type Metrics interface {
-	// Requested: an order request came to outcome: created, sold_out,
-	// order_limit, conflict, invalid_token, not_active, rate_limited, invalid,
-	// unavailable, replayed or error.
+	// Requested: an order request came to outcome: created, bypassed (an
+	// order created without an entry token, Redis being unreachable),
+	// sold_out, order_limit, conflict, invalid_token, not_active,
+	// rate_limited, invalid, unavailable, replayed or error.
 	Requested(outcome string)
 	// Reaped: what one reaper pass did.
 	Reaped(ReapResult)
@@ -46,6 +47,7 @@ func orNop(m Metrics) Metrics {
 // Outcomes of order requests named outside requestOutcome.
 const (
 	outcomeReplayed    = "replayed"
+	outcomeBypassed    = "bypassed"
 	outcomeInvalid     = "invalid"
 	outcomeUnavailable = "unavailable"
 )

@@ -52,6 +52,9 @@ type Order struct {
 	IdempotencyKey string // "" when none was sent
 	Status         string // "CREATED"
 	CreatedAt      time.Time
+	// Bypassed: taken without an entry token while Redis was unreachable,
+	// on a queue that fails OPEN; EntryTokenID is then "bypass-" + ID.
+	Bypassed bool
 }
 
 // StatusCreated is the status of a committed order.

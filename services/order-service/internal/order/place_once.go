@@ -24,13 +24,22 @@ type Render func(Order, error) StoredAnswer
 // one (rate limited, not active yet, unavailable) frees the key, so a
 // retry runs again.
 //
+// A request that meets a Redis outage (Screen could not reach it, or it
+// has no token and the configuration cache could not either) is taken
+// without a token when its queue fails OPEN, and answered unavailable
+// otherwise: see outage.
+//
 // It returns the answer to give and whether it is a replay. An error means
 // no answer was rendered: ErrIdempotencyInProgress, or the failure to
 // claim the key. Every answer rendered or replayed is one request's
 // outcome for Metrics.
 func (s *Service) PlaceOnce(ctx context.Context, r PlaceRequest, key string, render Render) (StoredAnswer, bool, error) {
 	counted := func(o Order, err error) StoredAnswer {
-		s.m.Requested(requestOutcome(err))
+		outcome := requestOutcome(err)
+		if err == nil && o.Bypassed {
+			outcome = outcomeBypassed
+		}
+		s.m.Requested(outcome)
 		return render(o, err)
 	}
 	ans, replayed, err := s.placeOnce(ctx, r, key, counted)
@@ -46,7 +55,14 @@ func (s *Service) PlaceOnce(ctx context.Context, r PlaceRequest, key string, ren
 func (s *Service) Malformed() { s.m.Requested(outcomeInvalid) }
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, render Render) (StoredAnswer, bool, error) {
+	if r.Token == "" && s.redisKnownDown() {
+		// No token to check, and Redis, which has the limits, is gone.
+		return s.outage(ctx, r, key, render, errors.New("order without an entry token while Redis is unreachable"))
+	}
 	if err := s.Screen(ctx, r); err != nil {
+		if errors.Is(err, queue.ErrUnavailable) {
+			return s.outage(ctx, r, key, render, err)
+		}
 		if errors.Is(err, ErrTokenSpent) && key != "" {
 			// Its holder retrying: replay the stored answer, if any.
 			ans, found, lerr := s.repo.LookupIdempotent(ctx, r.UserID, key)
@@ -59,6 +75,13 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, ren
 		}
 		return render(Order{}, err), false, nil
 	}
+	return s.placeKeyed(ctx, r, key, render, s.Place)
+}
+
+// placeKeyed claims the Idempotency-Key (if any), places the order with
+// place and keeps the answer under the key.
+func (s *Service) placeKeyed(ctx context.Context, r PlaceRequest, key string, render Render,
+	place func(context.Context, PlaceRequest) (Order, error)) (StoredAnswer, bool, error) {
 	if key != "" {
 		ans, fresh, err := s.repo.BeginIdempotent(ctx, r.UserID, key)
 		if err != nil {
@@ -69,7 +92,7 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, ren
 			return replay(ans)
 		}
 	}
-	o, err := s.Place(ctx, r)
+	o, err := place(ctx, r)
 	ans := render(o, err)
 	if key != "" {
 		s.keep(ctx, r.UserID, key, err, ans)

@@ -89,3 +89,12 @@ type Limits struct {
 	// logged-in client sending junk is slowed down, alone.
 	User Limiter
 }
+
+// Configs are the queues' configurations as last read from Redis, and
+// whether the last read reached it (redisstore.ConfigCache): what tells the
+// order path a queue's fail mode, admission rate and order limit while Redis
+// is gone.
+type Configs interface {
+	Get(q string) (queue.Config, bool)
+	Reachable() bool
+}

@@ -49,6 +49,10 @@ type Options struct {
 	// Health is told every order attempt past Screen, for the per-queue
 	// health reports; nil records nothing.
 	Health *Health
+	// Configs, when set, lets the queues that fail OPEN take orders
+	// without an entry token while Redis is unreachable (bypass.go); nil:
+	// every queue fails CLOSED.
+	Configs Configs
 }
 
 // Service runs the order-service's use cases; every port (HTTP, the
@@ -62,6 +66,7 @@ type Service struct {
 	log     *slog.Logger
 	m       Metrics
 	health  *Health
+	bypass  *localLimits
 	o       Options
 }
 
@@ -79,5 +84,6 @@ func New(tokens Tokens, repo Repo, direct DirectPublisher, limits Limits, log *s
 	if o.MaxQuantity <= 0 {
 		o.MaxQuantity = 10
 	}
-	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, m: orNop(o.Metrics), health: o.Health, o: o}, nil
+	return &Service{tokens: tokens, repo: repo, direct: direct, limits: limits, catalog: newProductCache(repo), log: log, m: orNop(o.Metrics), health: o.Health,
+		bypass: newLocalLimits(), o: o}, nil
 }

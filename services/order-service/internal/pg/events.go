@@ -28,6 +28,7 @@ func Encode(e order.Event) (order.OutboxEvent, error) {
 		msg, key, ob.OccurredAt = &waitingroomv1.OrderCreated{
 			EventId: e.EventID(), OccurredAt: timestamppb.New(o.CreatedAt), QueueId: o.QueueID, UserId: o.UserID,
 			OrderId: o.ID, TokenId: o.EntryTokenID, ProductId: o.ProductID, Quantity: int32(o.Quantity),
+			Bypassed: o.Bypassed,
 		}, events.RoutingKeyOrderCreated, o.CreatedAt
 	case order.Failed:
 		reason, ok := waitingroomv1.OrderFailureReason_value["ORDER_FAILURE_REASON_"+string(e.Reason)]

@@ -20,6 +20,8 @@ func TestEncode(t *testing.T) {
 	at := time.Date(2026, 5, 9, 12, 0, 0, 123_000_000, time.UTC)
 	o := order.Order{ID: "o-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 3, EntryTokenID: "tok-1",
 		Status: order.StatusCreated, CreatedAt: at}
+	bypassed := o
+	bypassed.ID, bypassed.EntryTokenID, bypassed.Bypassed = "o-2", "bypass-o-2", true
 	failed := func(r order.FailureReason, restorable bool) order.Failed {
 		return order.Failed{QueueID: "sale", UserID: "alice", TokenID: "tok-1", OrderID: "o-1", Reason: r,
 			Restorable: restorable, RemainingTTL: 90 * time.Second, At: at}
@@ -31,6 +33,8 @@ func TestEncode(t *testing.T) {
 	}{
 		{"created", order.Created{Order: o}, &waitingroomv1.OrderCreated{EventId: "o-1.created", OccurredAt: timestamppb.New(at),
 			QueueId: "sale", UserId: "alice", OrderId: "o-1", TokenId: "tok-1", ProductId: "sku-1", Quantity: 3}},
+		{"created bypassed", order.Created{Order: bypassed}, &waitingroomv1.OrderCreated{EventId: "o-2.created", OccurredAt: timestamppb.New(at),
+			QueueId: "sale", UserId: "alice", OrderId: "o-2", TokenId: "bypass-o-2", ProductId: "sku-1", Quantity: 3, Bypassed: true}},
 		{"sold out", failed(order.ReasonSoldOut, false), orderFailed(waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_SOLD_OUT, false)},
 		{"database", failed(order.ReasonDatabaseError, true), orderFailed(waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_DATABASE_ERROR, true)},
 		{"timeout", failed(order.ReasonTimeout, true), orderFailed(waitingroomv1.OrderFailureReason_ORDER_FAILURE_REASON_TIMEOUT, true)},

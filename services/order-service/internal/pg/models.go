@@ -34,13 +34,14 @@ type orderRow struct {
 	IdempotencyKey *string // NULL when none was sent: the unique index ignores it
 	Status         string
 	CreatedAt      time.Time
+	Bypassed       bool
 }
 
 func (orderRow) TableName() string { return "orders" }
 
 func (r orderRow) order() order.Order {
 	o := order.Order{ID: r.ID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID,
-		Quantity: r.Quantity, EntryTokenID: r.EntryTokenID, Status: r.Status, CreatedAt: r.CreatedAt.UTC()}
+		Quantity: r.Quantity, EntryTokenID: r.EntryTokenID, Status: r.Status, CreatedAt: r.CreatedAt.UTC(), Bypassed: r.Bypassed}
 	if r.IdempotencyKey != nil {
 		o.IdempotencyKey = *r.IdempotencyKey
 	}

@@ -42,7 +42,7 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 		o.Status = order.StatusCreated
 	}
 	row := orderRow{ID: o.ID, UserID: o.UserID, QueueID: o.QueueID, ProductID: o.ProductID,
-		Quantity: o.Quantity, EntryTokenID: o.EntryTokenID, Status: o.Status}
+		Quantity: o.Quantity, EntryTokenID: o.EntryTokenID, Status: o.Status, Bypassed: o.Bypassed}
 	if o.IdempotencyKey != "" {
 		row.IdempotencyKey = &o.IdempotencyKey
 	}
@@ -60,11 +60,11 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 			return err
 		}
 		err := tx.Raw(`
-			INSERT INTO orders (id, user_id, queue_id, product_id, quantity, entry_token_id, idempotency_key, status)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			INSERT INTO orders (id, user_id, queue_id, product_id, quantity, entry_token_id, idempotency_key, status, bypassed)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			RETURNING created_at`,
 			row.ID, row.UserID, row.QueueID, row.ProductID, row.Quantity, row.EntryTokenID,
-			row.IdempotencyKey, row.Status).Row().Scan(&row.CreatedAt)
+			row.IdempotencyKey, row.Status, row.Bypassed).Row().Scan(&row.CreatedAt)
 		if err != nil {
 			return insertOrderErr(err)
 		}

@@ -158,6 +158,26 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	if n := count(t, raw, `SELECT count(*) FROM orders`); n != 1 {
 		t.Fatalf("%d orders, want 1", n)
 	}
+
+	// A bypassed order is stored, read back and announced as one.
+	b := newOrder(p, 1, 1)
+	b.ID, b.EntryTokenID, b.Bypassed = "order-2", "bypass-order-2", true
+	got, err = db.PlaceOrder(ctx, b, 0, createdEvent)
+	if err != nil || !got.Bypassed {
+		t.Fatalf("bypassed PlaceOrder = %+v, %v; want a bypassed order", got, err)
+	}
+	if stored, err := db.Order(ctx, "order-2"); err != nil || stored != got {
+		t.Fatalf("Order(order-2) = %+v, %v; want %+v", stored, err, got)
+	}
+	if n := count(t, raw, `SELECT count(*) FROM orders WHERE bypassed`); n != 1 {
+		t.Fatalf("%d bypassed orders, want 1", n)
+	}
+	if err := raw.QueryRow(`SELECT payload FROM outbox WHERE event_id = 'order-2.created'`).Scan(&payload); err != nil {
+		t.Fatalf("outbox row of order-2.created: %v", err)
+	}
+	if err := proto.Unmarshal(payload, &created); err != nil || !created.GetBypassed() || created.GetTokenId() != "bypass-order-2" {
+		t.Fatalf("outbox payload %v, %v; want bypassed with token bypass-order-2", &created, err)
+	}
 }
 
 func TestPlaceOrderUnknownProduct(t *testing.T) {

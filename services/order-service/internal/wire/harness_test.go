@@ -49,6 +49,10 @@ type stack struct {
 	listener *testenv.Listener
 	// health records the order.health reports, when they are on.
 	health *testenv.Listener
+	// redis is the stack's own redis-server, when it has one.
+	redis *testenv.RedisServer
+	// queueCfg, when set, sets more of the queue's knobs in configure.
+	queueCfg func(*queue.Config)
 }
 
 type stackOptions struct {
@@ -61,17 +65,31 @@ type stackOptions struct {
 	// health turns the health reports on, this often, and listens to them
 	// (s.health).
 	health time.Duration
+	// privateRedis gives the stack a redis-server of its own (s.redis),
+	// which the test may stop and start.
+	privateRedis bool
+	// queue sets more of the queue's knobs, before the service starts.
+	queue func(*queue.Config)
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
 	id := testenv.ID(t)
-	s := &stack{t: t, q: id}
+	s := &stack{t: t, q: id, queueCfg: o.queue}
 	var err error
 	if s.ver, err = auth.NewVerifier(testSecret); err != nil {
 		t.Fatal(err)
 	}
-	rdb := testenv.Redis(t)
+	redisURL := testenv.RedisURL(t)
+	if o.privateRedis {
+		s.redis = testenv.StartRedisServer(t)
+		redisURL = s.redis.URL()
+	}
+	rdb, err := redisstore.NewClient(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
 	s.store, _ = redisstore.NewStore(rdb)
 	s.configure(s.q)
 
@@ -93,7 +111,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	s.cfg.HealthInterval = o.health
 	s.cfg.JWTSecret = testSecret
-	s.cfg.Redis.URL = testenv.RedisURL(t)
+	s.cfg.Redis.URL = redisURL
 	s.cfg.Database.URL = s.dbURL
 	s.cfg.AMQP.URL = amqpURL
 	s.cfg.AMQP.Exchange = "test." + id
@@ -122,12 +140,15 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	return s
 }
 
-// configure makes q a queue that admits 1,000/s with 120 s tokens, removed
-// when the test ends.
+// configure makes q a queue that admits 1,000/s with 120 s tokens (and
+// what queueCfg sets), removed when the test ends.
 func (s *stack) configure(q string) {
 	s.t.Helper()
 	if _, _, err := s.store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
 		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.TokenTTLSeconds = 1000, 0, 120
+		if s.queueCfg != nil {
+			s.queueCfg(&c)
+		}
 		return c, nil
 	}); err != nil {
 		s.t.Fatal(err)

@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	ns, sub := "waitingroom", "orders"
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Order requests by outcome (created, sold_out, order_limit, conflict, invalid_token, not_active, rate_limited, invalid, unavailable, replayed, error)."}, []string{"outcome"}),
+			Help: "Order requests by outcome (created, bypassed (created without an entry token while Redis was unreachable, the queue failing OPEN), sold_out, order_limit, conflict, invalid_token, not_active, rate_limited, invalid, unavailable, replayed, error)."}, []string{"outcome"}),
 		tx: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "transaction_duration_seconds",
 			Help:    "The order transaction (stock decrement, order and outbox insert), by result.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"result"}),

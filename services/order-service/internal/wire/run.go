@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
@@ -63,12 +64,19 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			return nil, err
 		}
 	}
+	// The queues' configurations in memory, so the order path knows a
+	// queue's fail mode, rate and order limit while Redis is gone. Read once
+	// before the first request, then every second.
+	configs := redisstore.NewConfigCache(store, time.Second)
+	if err := configs.Refresh(ctx); err != nil {
+		log.Warn("queue configurations not read; retried every second", "err", err)
+	}
 	var health *order.Health // nil: reports off
 	if cfg.HealthInterval > 0 {
 		health = order.NewHealth(replicaID())
 	}
 	svc, err := order.New(m.tokens(store), m.repo(db), pub, limits, log,
-		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health})
+		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health, Configs: configs})
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +108,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		}
 		return nil
 	})
+	b.Group.Go("queue configurations", configs.Run)
 	b.Group.Go("outbox relay", func(ctx context.Context) error {
 		order.RelayLoop(ctx, db, pub, log, health.WithBacklog(m))
 		return nil
