@@ -368,7 +368,8 @@ const readPage = `(() => {
   const text = (id) => ($(id) ? $(id).textContent.trim() : '');
   const shown = (id) => !!$(id) && $(id).checkVisibility();
   const ids = ['identity', 'dev-login', 'signin-required', 'line', 'figures', 'enter', 'enter-again',
-    'turn', 'countdown', 'order-form', 'result', 'switch', 'current-note', 'check', 'prequeue'];
+    'turn', 'countdown', 'order-form', 'result', 'switch', 'current-note', 'check', 'prequeue',
+    'bypass-note', 'expiry'];
   return {
     status: text('status-text'), kind: $('status') ? $('status').dataset.kind : '',
     name: $('name') ? $('name').value : '',

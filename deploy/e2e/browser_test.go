@@ -22,8 +22,9 @@ import (
 // TestBrowserWaitingRoom drives the waiting-room page in headless chromium
 // against the services as processes: a buyer waits, watches the line move,
 // gets the turn and orders; a full line; a turn that expires; the page
-// without its notification stream, polling; and a sale with a start time,
-// whose early comers get drawn places.
+// without its notification stream, polling; a sale with a start time,
+// whose early comers get drawn places; and a sale that fails OPEN, whose
+// buyers go straight to the order form while Redis is down.
 func TestBrowserWaitingRoom(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
@@ -49,6 +50,8 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("EnterChallenge", func(t *testing.T) { browserEnterChallenge(t, sys.in(t), browser, challenge) })
 	t.Run("ChallengeRefused", func(t *testing.T) { browserChallengeRefused(t, sys.in(t), browser, refused) })
 	t.Run("ScheduledDrop", func(t *testing.T) { browserScheduledDrop(t, sys.in(t), browser, qs.drop) })
+	// On a system of its own, whose private Redis it stops.
+	t.Run("Bypass", func(t *testing.T) { browserBypass(t, browser, id+"-bypass") })
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 

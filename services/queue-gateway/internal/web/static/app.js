@@ -15,11 +15,13 @@ const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD
 // The page's state. phase: idle (not in line), prequeued (waiting for a
 // scheduled sale to start), waiting, admitted (holding a pass), ordering (an
 // order request is out), checking (asking the gateway where we stand after
-// a failed order or a lapsed pass), expired, done.
+// a failed order or a lapsed pass), bypass (the waiting room is down and the
+// sale lets everyone order without a pass), expired, done. bypass stays true
+// while an order placed without a pass is out.
 const S = {
   cfg: null, queue: '', jwt: '', phase: 'idle', firstPosition: 0, retryMs: 1000, skew: 0,
   pass: null, products: [], retryNote: '', es: null, pollTimer: 0, silenceTimer: 0, clock: 0,
-  offer: null, check: null, start: null,
+  offer: null, check: null, start: null, bypass: false,
 };
 // Gateway requests are numbered: an older answer never overrides a newer one.
 let asked = 0, answered = 0;
@@ -342,7 +344,10 @@ function offerEnter(afterMs) {
 function onStanding(s, fromGateway) {
   if (S.phase === 'done' || S.phase === 'ordering') return;
   if (s.retryAfterMs > 0) S.retryMs = s.retryAfterMs;
+  const back = S.phase === 'bypass' && s.state !== 'BYPASS';
+  if (back) leaveBypass(); // the line is back: follow it
   switch (s.state) {
+    case 'BYPASS': return bypassed();
     case 'PRE_QUEUE': return preQueued(s);
     case 'WAITING': return waiting(s);
     case 'ADMITTED':
@@ -355,7 +360,7 @@ function onStanding(s, fromGateway) {
       return fromGateway ? undefined : poll(); // fetch the secret from the gateway
     case 'EXPIRED': return expired();
     case 'ORDERED': return done('ok', 'You already ordered. Thank you!');
-    case 'NOT_IN_QUEUE': return notInLine();
+    case 'NOT_IN_QUEUE': return notInLine(back);
   }
 }
 
@@ -444,14 +449,43 @@ function setProgress(f) {
   $('progress-text').textContent = `${pct} %`;
 }
 
-function notInLine() {
-  const was = S.phase;
+// notInLine offers the Enter button; back says the page was bypassed until now.
+function notInLine(back) {
+  const was = back ? 'bypass' : S.phase;
   stopAll();
   S.phase = 'idle';
   show('line', true);
   show('figures turn enter-again prequeue', false);
   offerEnter(0);
-  say('info', was === 'idle' ? 'You are not in line yet.' : 'You are no longer in line. Enter again to take a place.');
+  say('info', was === 'bypass' ? 'The waiting room is back: enter the line to take a place.'
+    : was === 'idle' ? 'You are not in line yet.' : 'You are no longer in line. Enter again to take a place.');
+}
+
+// ---- the waiting room bypassed ----
+
+// bypassed opens the order form to someone the gateway answered BYPASS: its
+// store is down and this sale lets everyone order meanwhile, without a pass
+// (the shop holds the orders to the line's pace). The page keeps asking at
+// the gateway's retryAfterMs; when the answer is anything else, the line is
+// back and the page follows it (onStanding).
+function bypassed() {
+  if (S.phase === 'bypass') return; // still bypassed: the next poll is already due
+  stopAll();
+  Object.assign(S, { phase: 'bypass', bypass: true, pass: null, retryNote: '' });
+  show('line result countdown expiry', false);
+  show('turn bypass-note order-form', true);
+  $('turn-h').textContent = 'Order now';
+  say('info', 'The waiting room is bypassed for now: you can order straight away.');
+  loadProducts();
+  keepPolling(S.retryMs);
+}
+
+// leaveBypass closes the form opened by bypassed, before the page follows
+// what the gateway says now.
+function leaveBypass() {
+  stopAll();
+  Object.assign(S, { phase: 'idle', bypass: false });
+  show('turn bypass-note', false);
 }
 
 // ---- following the line: the stream, else polling ----
@@ -512,7 +546,7 @@ async function poll() {
 // keepPolling schedules the next poll while the page needs news and no live
 // stream brings it. ms is the gateway's retryAfterMs: already jittered, used as is.
 function keepPolling(ms) {
-  if ((S.phase !== 'prequeued' && S.phase !== 'waiting' && S.phase !== 'checking') || streamLive()) return;
+  if (!['prequeued', 'waiting', 'checking', 'bypass'].includes(S.phase) || streamLive()) return;
   clearTimeout(S.pollTimer);
   S.pollTimer = setTimeout(poll, ms || NETWORK_RETRY_MS);
 }
@@ -535,8 +569,9 @@ function admitted(s) {
   Object.assign(S, { phase: 'admitted', retryNote: '' });
   S.pass = { token: s.token, activateAt: Date.parse(s.activateAt), expiresAt: Date.parse(s.expiresAt) };
   setProgress(1);
-  show('line result', false);
-  show('turn', true);
+  show('line result bypass-note', false);
+  show('turn expiry', true);
+  $('turn-h').textContent = 'It is your turn';
   if (note) { // the turn, or the pass back after a failed order (the stock has moved since)
     say(...note);
     loadProducts();
@@ -575,7 +610,7 @@ async function loadProducts() {
   for (;;) {
     let r = { status: 0, body: {} };
     try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/products?queueId=${encodeURIComponent(S.queue)}`); } catch { /* retried */ }
-    if (!S.pass) return;
+    if (!S.pass && !S.bypass) return;
     if (r.status === 200) { S.products = r.body.products || []; break; }
     formNote('Could not load the products; trying again…');
     await sleep(NETWORK_RETRY_MS);
@@ -601,21 +636,23 @@ function fillQuantity() {
   const keep = Number(sel.value) || 1;
   sel.replaceChildren(...Array.from({ length: max }, (_, i) => new Option(String(i + 1), String(i + 1))));
   sel.value = String(Math.min(keep, max));
-  $('order').disabled = max === 0 || S.phase !== 'admitted';
+  $('order').disabled = max === 0 || (S.phase !== 'admitted' && S.phase !== 'bypass');
 }
 
 // ---- ordering ----
 
 async function placeOrder(e) {
   e.preventDefault();
-  if (S.phase !== 'admitted') return;
+  if (S.phase !== 'admitted' && S.phase !== 'bypass') return;
   S.phase = 'ordering';
   $('order').disabled = true;
   say('wait', 'Placing your order…');
   // One key per click: every retry of this click reuses it, so it orders at most once.
   const key = randomHex(16);
   const body = JSON.stringify({ queueId: S.queue, productId: $('product').value, quantity: Number($('quantity').value) });
-  const headers = { ...bearer(), 'X-Entry-Token': S.pass.token, 'Idempotency-Key': key, 'Content-Type': 'application/json' };
+  // Bypassed, there is no pass to show: the shop takes the order without one.
+  const pass = S.bypass ? {} : { 'X-Entry-Token': S.pass.token };
+  const headers = { ...bearer(), ...pass, 'Idempotency-Key': key, 'Content-Type': 'application/json' };
   for (let failures = 0; ;) {
     let r;
     try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/orders`, { method: 'POST', body, headers }); } catch {
@@ -637,6 +674,7 @@ function orderAnswered(r) {
     show('result', true);
     return done('ok', `Order confirmed. Your order number is ${r.body.orderId}.`);
   }
+  if (S.bypass) return bypassOrderFailed(r);
   switch (r.body.type) {
     case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
     case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
@@ -651,6 +689,22 @@ function orderAnswered(r) {
   }
 }
 
+// bypassOrderFailed answers a failed order placed without a pass: there is
+// no pass to wait for, so the form opens again, unless the shop wants a pass
+// again (the line is back) and the gateway says where we stand.
+function bypassOrderFailed(r) {
+  switch (r.body.type) {
+    case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
+    case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
+    case 'unauthorized': return signedOut();
+    case 'invalid-entry-token':
+      leaveBypass();
+      say('warn', 'The waiting room is back: checking where you stand…');
+      return poll();
+    default: return orderAgain(`Your order failed (${r.body.detail || r.body.type || r.status}). Try again.`);
+  }
+}
+
 // check asks the gateway until it says where we stand; note is said if the pass is back.
 function check(text, note) {
   Object.assign(S, { phase: 'checking', retryNote: note });
@@ -660,14 +714,15 @@ function check(text, note) {
 
 // orderAgain re-enables the form after a failure that left the pass untouched.
 function orderAgain(text) {
-  S.phase = 'admitted';
+  S.phase = S.bypass ? 'bypass' : 'admitted';
   fillQuantity();
   say('error', text);
+  keepPolling(S.retryMs); // bypassed: whether the line is back
 }
 
 function done(kind, text) {
   stopAll();
-  Object.assign(S, { phase: 'done', pass: null });
+  Object.assign(S, { phase: 'done', pass: null, bypass: false });
   show('line turn', false);
   say(kind, text);
 }
