@@ -101,9 +101,9 @@ func (c *ConfigCache) Reachable() bool {
 	return c.reachable
 }
 
-// FailsOpen reports whether q is known to fail OPEN: what a service asks
-// when Redis did not answer it.
-func (c *ConfigCache) FailsOpen(q string) bool {
+// Bypasses reports whether q, as last read, lets people order without a
+// token while Redis cannot be reached (queue.Config.Bypasses).
+func (c *ConfigCache) Bypasses(q string, now time.Time) bool {
 	cfg, ok := c.Get(q)
-	return ok && cfg.FailMode == queue.FailOpen
+	return ok && cfg.Bypasses(now)
 }

@@ -35,8 +35,8 @@ func TestConfigCacheOutlivesARedisOutage(t *testing.T) {
 	if err := c.Refresh(ctx); err != nil || !c.Reachable() {
 		t.Fatalf("first refresh: %v, reachable %v", err, c.Reachable())
 	}
-	if !c.FailsOpen("open-q") || c.FailsOpen("closed-q") || c.FailsOpen("unknown") {
-		t.Fatalf("fails open: open-q %v closed-q %v unknown %v", c.FailsOpen("open-q"), c.FailsOpen("closed-q"), c.FailsOpen("unknown"))
+	if !c.Bypasses("open-q", time.Now()) || c.Bypasses("closed-q", time.Now()) || c.Bypasses("unknown", time.Now()) {
+		t.Fatalf("fails open: open-q %v closed-q %v unknown %v", c.Bypasses("open-q", time.Now()), c.Bypasses("closed-q", time.Now()), c.Bypasses("unknown", time.Now()))
 	}
 
 	srv.Stop()
@@ -54,7 +54,7 @@ func TestConfigCacheOutlivesARedisOutage(t *testing.T) {
 	if err := c.Refresh(ctx); err != nil || !c.Reachable() {
 		t.Fatalf("refresh after Redis is back: %v", err)
 	}
-	if c.FailsOpen("open-q") {
+	if c.Bypasses("open-q", time.Now()) {
 		t.Error("the cache still says open-q fails OPEN after it was changed")
 	}
 	if _, ok := c.Get("closed-q"); ok {

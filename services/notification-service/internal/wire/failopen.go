@@ -3,6 +3,7 @@ package wire
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
@@ -23,7 +24,7 @@ func (f failOpen) bypass(q string, err error) (queue.Standing, bool) {
 		return queue.Standing{}, false
 	}
 	cfg, ok := f.cache.Get(q)
-	if !ok || cfg.FailMode != queue.FailOpen {
+	if !ok || !cfg.Bypasses(time.Now()) {
 		return queue.Standing{}, false
 	}
 	return queue.BypassStanding(q, cfg), true

@@ -25,13 +25,15 @@ func (s *Service) redisKnownDown() bool {
 	return s.o.Configs != nil && !s.o.Configs.Reachable()
 }
 
-// failsOpen returns q's cached configuration when q fails OPEN.
+// failsOpen returns q's cached configuration when q lets orders through
+// without a token while Redis is away (queue.Config.Bypasses: fails OPEN,
+// OPEN, started).
 func (s *Service) failsOpen(q string) (queue.Config, bool) {
 	if s.o.Configs == nil {
 		return queue.Config{}, false
 	}
 	cfg, ok := s.o.Configs.Get(q)
-	return cfg, ok && cfg.FailMode == queue.FailOpen
+	return cfg, ok && cfg.Bypasses(time.Now())
 }
 
 // outage answers an order request that met a Redis outage (cause). A queue

@@ -19,9 +19,10 @@ type Configs interface {
 // straight to the order form) instead of the error. Everything else, a
 // CLOSED or unknown queue above all, keeps its error: the 503.
 //
-// Two OPEN queues still refuse: one whose state is CLOSED takes no new
-// entrant (enter), and one whose start time is still ahead has not begun
-// selling, so nobody may skip its pre-queue.
+// A queue that fails OPEN still refuses unless queue.Config.Bypasses: a
+// PAUSED one lets nobody through, one whose start time is ahead has not
+// begun selling (nobody skips its pre-queue), and a CLOSED one takes no
+// new entrant (enter says so: 409).
 func (s *Service) bypass(q string, entering bool, st queue.Standing, err error) (queue.Standing, error) {
 	cfg, ok := s.failsOpen(q, err)
 	if !ok {
@@ -30,7 +31,7 @@ func (s *Service) bypass(q string, entering bool, st queue.Standing, err error) 
 	if entering && cfg.State == queue.Closed {
 		return queue.Standing{}, queue.ErrClosed
 	}
-	if cfg.StartsAt.After(time.Now()) {
+	if !cfg.Bypasses(time.Now()) {
 		return st, err
 	}
 	return queue.BypassStanding(q, cfg), nil

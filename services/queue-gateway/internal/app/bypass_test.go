@@ -30,8 +30,9 @@ func openConfig() queue.Config {
 // TestBypassOnlyWhereTheQueueFailsOpen: with the store down, enter and
 // position answer BYPASS (the queue's cached state and rate, no place) for
 // a queue known to fail OPEN, and keep the store's error otherwise: a queue
-// that fails CLOSED, one not known, one whose start is still ahead, any
-// error that is not an outage; enter on a CLOSED queue is queue.ErrClosed.
+// that fails CLOSED, one not known, one whose start is still ahead, a
+// PAUSED one (nobody through), any error that is not an outage; enter on a
+// CLOSED queue is queue.ErrClosed, position on it the outage.
 func TestBypassOnlyWhereTheQueueFailsOpen(t *testing.T) {
 	down := fmt.Errorf("enter: %w", queue.ErrUnavailable)
 	closedState := openConfig()
@@ -40,10 +41,12 @@ func TestBypassOnlyWhereTheQueueFailsOpen(t *testing.T) {
 	failsClosed.FailMode = queue.FailClosed
 	scheduled := openConfig()
 	scheduled.StartsAt = time.Now().Add(time.Hour)
+	paused := openConfig()
+	paused.State = queue.Paused
 	started := openConfig()
 	started.StartsAt = time.Now().Add(-time.Hour)
 	cfgs := configs{"open": openConfig(), "closed-state": closedState, "fails-closed": failsClosed,
-		"scheduled": scheduled, "started": started}
+		"scheduled": scheduled, "started": started, "paused": paused}
 	bypass := queue.Standing{State: queue.Bypass, QueueState: queue.Open, ConfiguredRate: 40}
 	cases := []struct {
 		name    string
@@ -62,8 +65,9 @@ func TestBypassOnlyWhereTheQueueFailsOpen(t *testing.T) {
 		{"enter scheduled", down, "enter", "scheduled", queue.Standing{}, queue.ErrUnavailable},
 		{"position scheduled", down, "position", "scheduled", queue.Standing{}, queue.ErrUnavailable},
 		{"enter closed state", down, "enter", "closed-state", queue.Standing{}, queue.ErrClosed},
-		{"position closed state", down, "position", "closed-state",
-			queue.Standing{State: queue.Bypass, QueueState: queue.Closed, ConfiguredRate: 40}, nil},
+		{"position closed state", down, "position", "closed-state", queue.Standing{}, queue.ErrUnavailable},
+		{"enter paused", down, "enter", "paused", queue.Standing{}, queue.ErrUnavailable},
+		{"position paused", down, "position", "paused", queue.Standing{}, queue.ErrUnavailable},
 		{"enter open, not an outage", queue.ErrFull, "enter", "open", queue.Standing{}, queue.ErrFull},
 	}
 	for _, tc := range cases {
