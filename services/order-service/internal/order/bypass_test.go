@@ -52,7 +52,7 @@ func TestBypassDecision(t *testing.T) {
 	cached := map[string]queue.Config{"sale": open}
 	for _, tc := range []struct {
 		name       string
-		mode       queue.FailMode // "" : the queue is not in the cache
+		mode       queue.FailMode // "" : the queue is not in the cache; "PAUSED", "SCHEDULED": fails OPEN, but paused / not started
 		token      string
 		reachable  bool
 		redisDown  bool
@@ -66,6 +66,8 @@ func TestBypassDecision(t *testing.T) {
 		{"closed, a token, the check fails", queue.FailClosed, "secret", true, true, queue.ErrUnavailable, 1},
 		{"unknown queue, no token, cache says down", "", "", false, true, queue.ErrUnavailable, 0},
 		{"open, no token, Redis up", queue.FailOpen, "", true, false, queue.ErrInvalidToken, 0},
+		{"open but paused, no token, cache says down", "PAUSED", "", false, true, queue.ErrUnavailable, 0},
+		{"open but not started, no token, cache says down", "SCHEDULED", "", false, true, queue.ErrUnavailable, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfgs := configs{cfgs: map[string]queue.Config{}, reachable: tc.reachable}
@@ -74,6 +76,14 @@ func TestBypassDecision(t *testing.T) {
 				cfgs.cfgs = cached
 			case queue.FailClosed:
 				cfgs.cfgs = map[string]queue.Config{"sale": closed}
+			case "PAUSED":
+				paused := open
+				paused.State = queue.Paused
+				cfgs.cfgs = map[string]queue.Config{"sale": paused}
+			case "SCHEDULED":
+				later := open
+				later.StartsAt = time.Now().Add(time.Hour)
+				cfgs.cfgs = map[string]queue.Config{"sale": later}
 			}
 			var tokens order.Tokens = ordertest.NewTokens()
 			down := &goneTokens{Tokens: tokens}
