@@ -6,6 +6,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/waitingroom/waitingroom/pkg v0.0.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -55,7 +56,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.11.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace github.com/waitingroom/waitingroom/pkg => ../../pkg
