@@ -18,7 +18,8 @@ type OrderHealth struct {
 	// the interval, whatever the outcome; Created how many were committed.
 	Orders, Created int64
 	// P95 is the 95th percentile of the order transaction's duration
-	// (consume to answer) over the interval; 0 when there were no orders.
+	// (consume to answer) over the interval, attempts still in flight at
+	// its end counted with their age so far; 0 when there were none.
 	P95 time.Duration
 	// Unavailable is how many attempts were answered 503 (a dependency
 	// down) or ran out of time.

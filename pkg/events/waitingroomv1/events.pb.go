@@ -1067,9 +1067,12 @@ type OrderHealth struct {
 	// How many of those were committed (an OrderCreated each).
 	Created uint64 `protobuf:"varint,8,opt,name=created,proto3" json:"created,omitempty"`
 	// The 95th percentile of the order attempts' duration, from consuming the
-	// token to the answer, over the interval, in milliseconds rounded up (so it
-	// is 0 only when orders is 0). Above 4096 attempts in one interval it is
-	// estimated from a uniform sample of 4096.
+	// token to the answer, over the interval, in milliseconds rounded up.
+	// Attempts still in flight at the interval's end count with their age so
+	// far (a lower bound of their duration), so an order path that holds its
+	// orders shows before any of them ends: p95_ms may be above 0 with
+	// orders 0. Above 4096 attempts in one interval it is estimated from a
+	// uniform sample of 4096.
 	P95Ms int64 `protobuf:"varint,9,opt,name=p95_ms,json=p95Ms,proto3" json:"p95_ms,omitempty"`
 	// Attempts (with a usable entry token) answered 503 because a dependency
 	// of the order path (the order database, Redis) was down, or because they

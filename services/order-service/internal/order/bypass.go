@@ -71,6 +71,7 @@ func (s *Service) placeBypassed(ctx context.Context, r PlaceRequest, maxOrders i
 	}
 	orderID := id.String()
 	start := time.Now()
+	defer s.health.begin(r.QueueID)()
 	o, err := s.repo.PlaceOrder(ctx, Order{
 		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
 		EntryTokenID: BypassTokenPrefix + orderID, Status: StatusCreated, Bypassed: true,

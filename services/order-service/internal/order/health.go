@@ -47,6 +47,7 @@ type Health struct {
 	mu     sync.Mutex
 	rnd    *rand.Rand
 	queues map[string]*window
+	nextID uint64
 }
 
 // window is one queue's attempts in the running interval.
@@ -57,6 +58,11 @@ type window struct {
 	samples []time.Duration
 	// last is when the queue last had an attempt.
 	last time.Time
+	// inflight are the attempts on the order path now, by when they began:
+	// at the end of an interval their ages join the samples (lower bounds
+	// of their durations), so an order path that holds its orders shows in
+	// the p95 before any of them ends.
+	inflight map[uint64]time.Time
 }
 
 // NewHealth returns a recorder whose reports name source as the replica.
@@ -89,6 +95,29 @@ func (h *Health) finished(q string, d time.Duration, err error) {
 		w.samples = append(w.samples, d)
 	} else if i := h.rnd.Int64N(w.orders); i < healthSamples {
 		w.samples[i] = d
+	}
+}
+
+// begin records that an attempt of q entered the order path now; the
+// returned func ends it (call it once the attempt is answered, whatever
+// the outcome, after finished or refused).
+func (h *Health) begin(q string) func() {
+	if h == nil {
+		return func() {}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.window(q)
+	if w.inflight == nil {
+		w.inflight = map[uint64]time.Time{}
+	}
+	h.nextID++
+	id := h.nextID
+	w.inflight[id] = h.now()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(w.inflight, id)
 	}
 }
 
@@ -166,14 +195,21 @@ func (h *Health) Report(at time.Time, interval time.Duration) []queue.OrderHealt
 	h.mu.Lock()
 	all := make([]taken, 0, len(h.queues))
 	for q, w := range h.queues {
-		if w.orders == 0 && w.unavailable == 0 && at.Sub(w.last) >= healthForget {
+		if w.orders == 0 && w.unavailable == 0 && len(w.inflight) == 0 && at.Sub(w.last) >= healthForget {
 			delete(h.queues, q)
 			continue
+		}
+		samples := w.samples
+		for _, began := range w.inflight {
+			if len(samples) >= 2*healthSamples {
+				break
+			}
+			samples = append(samples, at.Sub(began))
 		}
 		all = append(all, taken{r: queue.OrderHealth{
 			QueueID: q, Source: h.source, At: at, Interval: interval,
 			Orders: w.orders, Created: w.created, Unavailable: w.unavailable, OutboxBacklog: backlog,
-		}, samples: w.samples})
+		}, samples: samples})
 		w.orders, w.created, w.unavailable, w.samples = 0, 0, 0, nil
 	}
 	h.mu.Unlock()

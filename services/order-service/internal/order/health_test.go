@@ -286,3 +286,26 @@ func TestHealthLoop(t *testing.T) {
 		})
 	}
 }
+
+// An attempt still on the order path at the end of an interval counts in
+// the p95 with its age so far: a path that holds every order shows at once,
+// with no order finished. Once answered, it no longer counts.
+func TestHealthCountsTheAgeOfAttemptsInFlight(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)}
+	h := testHealth(c)
+	end := h.begin("sale")
+	h.begin("sale") // never answered within the test
+	c.t = c.t.Add(2 * time.Second)
+	h.finished("sale", 10*time.Millisecond, nil)
+	c.t = c.t.Add(time.Second)
+	r := h.Report(c.t, time.Second)
+	if len(r) != 1 || r[0].Orders != 1 || r[0].P95 != 3*time.Second {
+		t.Fatalf("report with two attempts 3 s in flight and one 10 ms order: %+v, want 1 order, p95 3s", r)
+	}
+	end()
+	c.t = c.t.Add(time.Second)
+	r = h.Report(c.t, time.Second)
+	if len(r) != 1 || r[0].Orders != 0 || r[0].P95 != 4*time.Second {
+		t.Fatalf("next report, one attempt 4 s in flight: %+v, want p95 4s and no order", r)
+	}
+}

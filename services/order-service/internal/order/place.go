@@ -114,6 +114,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	}
 	orderID := id.String()
 	start := time.Now()
+	defer s.health.begin(r.QueueID)()
 	c, err := s.tokens.Consume(ctx, r.QueueID, r.UserID, r.Token, orderID, s.o.Lease, s.o.SlotGrace)
 	if err != nil {
 		s.health.refused(r.QueueID, err)
