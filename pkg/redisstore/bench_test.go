@@ -96,6 +96,7 @@ func BenchmarkDraw100k(b *testing.B) {
 			p.ZAdd(ctx, k.PreQueue(), redis.Z{Score: float64(i), Member: u})
 		}
 		p.HSet(ctx, k.Draw(), "state", string(queue.DrawScheduled), "seed", seed, "seedSha256", sha)
+		p.HSet(ctx, k.Config(), "drawPending", 1) // as the PUT that set a start time does
 		if _, err := p.Exec(ctx); err != nil {
 			b.Fatal(err)
 		}
