@@ -1,11 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -218,37 +215,14 @@ func (s *system) order1(q, user string, b *buyerTally, counted bool) {
 	}
 }
 
-// try is call from many goroutines: no test failure on a transport error
-// (status 0), a timeout of its own.
+// try is request as a buyer with a patience of its own: status 0 when
+// the answer did not come (a time-out, a transport error).
 func (s *system) try(method, url, user, entryToken string, body any, timeout time.Duration) (int, map[string]any) {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, url, rd)
-	tok, err := s.ver.Mint(user, "", time.Hour)
+	st, v, err := s.request(method, url, user, "", entryToken, body, timeout)
 	if err != nil {
 		return 0, nil
 	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	if entryToken != "" {
-		req.Header.Set("X-Entry-Token", entryToken)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil
-	}
-	defer res.Body.Close()
-	var v map[string]any
-	raw, _ := io.ReadAll(res.Body)
-	_ = json.Unmarshal(raw, &v)
-	return res.StatusCode, v
+	return st, v
 }
 
 // expiredSince counts TokenExpired events per queue for tokens that went

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -98,16 +99,37 @@ func (s *system) cleanup(url string) {
 
 func (s *system) call(method, url, user, role, entryToken string, body any) (int, map[string]any) {
 	s.t.Helper()
+	st, v, err := s.request(method, url, user, role, entryToken, body, 0)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return st, v
+}
+
+// request sends one request as user (with role; none when user is empty),
+// with the entry token and JSON body when given, within timeout (0: none),
+// and decodes the JSON answer. A transport error is returned, not fatal, so
+// it can be called from many goroutines.
+func (s *system) request(method, url, user, role, entryToken string, body any, timeout time.Duration) (int, map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, url, rd)
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, nil, err
+	}
 	if user != "" {
 		tok, err := s.ver.Mint(user, role, time.Hour)
 		if err != nil {
-			s.t.Fatal(err)
+			return 0, nil, err
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
@@ -119,13 +141,13 @@ func (s *system) call(method, url, user, role, entryToken string, body any) (int
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, url, err)
+		return 0, nil, err
 	}
 	defer res.Body.Close()
 	var v map[string]any
 	b, _ := io.ReadAll(res.Body)
 	_ = json.Unmarshal(b, &v)
-	return res.StatusCode, v
+	return res.StatusCode, v, nil
 }
 
 func (s *system) setup(stock int) {

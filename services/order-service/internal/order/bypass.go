@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -65,11 +64,10 @@ func (s *Service) outage(ctx context.Context, r PlaceRequest, key string, render
 // placeBypassed places an order without an entry token. A failure records
 // no OrderFailed: there is no token to give back nor slot to free.
 func (s *Service) placeBypassed(ctx context.Context, r PlaceRequest, maxOrders int64) (Order, error) {
-	id, err := uuid.NewV7()
+	orderID, err := newOrderID()
 	if err != nil {
-		return Order{}, fmt.Errorf("order id: %w", err)
+		return Order{}, err
 	}
-	orderID := id.String()
 	start := time.Now()
 	defer s.health.begin(r.QueueID)()
 	o, err := s.repo.PlaceOrder(ctx, Order{

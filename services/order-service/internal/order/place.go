@@ -108,11 +108,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	if r.Token == "" {
 		return Order{}, queue.ErrInvalidToken
 	}
-	id, err := uuid.NewV7()
+	orderID, err := newOrderID()
 	if err != nil {
-		return Order{}, fmt.Errorf("order id: %w", err)
+		return Order{}, err
 	}
-	orderID := id.String()
 	start := time.Now()
 	defer s.health.begin(r.QueueID)()
 	c, err := s.tokens.Consume(ctx, r.QueueID, r.UserID, r.Token, orderID, s.o.Lease, s.o.SlotGrace)
@@ -149,4 +148,13 @@ func (s *Service) Order(ctx context.Context, user, id string) (Order, error) {
 		return Order{}, fmt.Errorf("%w: %s", ErrOrderNotFound, id)
 	}
 	return o, nil
+}
+
+// newOrderID is a fresh order id: a UUIDv7, so ids sort by creation.
+func newOrderID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("order id: %w", err)
+	}
+	return id.String(), nil
 }
