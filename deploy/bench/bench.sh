@@ -284,6 +284,9 @@ sse_line=$(grep -E '^BenchmarkStreams' "$W/sse.txt" | tail -1)
 sse_rss=$(grep -oE '[0-9.e+]+ rss-bytes/stream' <<<"$sse_line" | awk '{print $1}')
 sse_p50=$(grep -oE '[0-9.]+ p50-lag-ms' <<<"$sse_line" | awk '{print $1}')
 sse_p99=$(grep -oE '[0-9.]+ p99-lag-ms' <<<"$sse_line" | awk '{print $1}')
+sse_heap=$(grep -oE '[0-9.e+]+ heap-bytes/stream' <<<"$sse_line" | awk '{print $1}')
+sse_stack=$(grep -oE '[0-9.e+]+ stack-bytes/stream' <<<"$sse_line" | awk '{print $1}')
+sse_gor=$(grep -oE '[0-9.e+]+ goroutines/stream' <<<"$sse_line" | awk '{print $1}')
 sse_log=$(grep -E 'streams: RSS' "$W/sse.txt" | sed 's/^ *//' | tail -1)
 
 # ---------------------------------------------------------------- 7. pre-queue draw
@@ -329,7 +332,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | failover gap after SIGKILL of the leader (default lease 600 ms, tick 100 ms) | ${gap:-not seen} s | expected 0.4 to 0.7 s (lease - time since renewal + tick) | |
 | orders/s on one hot product row (BenchmarkPlaceOrderHotRow) | ${hot_ops} orders/s (p99 ${hot_p99} ms) | pgbench conditional UPDATE, 40 clients: ${pg_tps} tps | $(ratio "$hot_ops" "$pg_tps") |
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
-| SSE, 10,000 streams | ${sse_rss} bytes RSS/stream; lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
+| SSE, 10,000 streams | ${sse_rss} bytes RSS/stream (Go heap ${sse_heap}, goroutine stacks ${sse_stack}, ${sse_gor} goroutines a stream); lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
 

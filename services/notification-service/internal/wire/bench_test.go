@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,12 +41,13 @@ func BenchmarkStreams(b *testing.B) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../..").CombinedOutput(); err != nil {
 		b.Fatalf("build: %v\n%s", err, out)
 	}
-	port := testenv.FreePort(b)
+	port, pprofPort := testenv.FreePort(b), testenv.FreePort(b)
 	cmd := exec.Command(bin)
 	cfg := testConfig(b, exchange)
 	cmd.Env = append(os.Environ(), "HTTP_ADDR=127.0.0.1:"+strconv.Itoa(port), "OPS_ADDR=127.0.0.1:0", "AUTH_JWT_SECRET="+secret,
 		"REDIS_URL="+cfg.Redis.URL, "AMQP_URL="+cfg.AMQP.URL, "AMQP_EXCHANGE="+exchange,
-		"SSE_MAX_STREAMS_PER_IP=0", "SSE_POSITION_INTERVAL=1h", "SSE_HEARTBEAT=1m", "LOG_LEVEL=warn")
+		"SSE_MAX_STREAMS_PER_IP=0", "SSE_POSITION_INTERVAL=1h", "SSE_HEARTBEAT=1m", "LOG_LEVEL=warn",
+		"PPROF_ADDR=127.0.0.1:"+strconv.Itoa(pprofPort))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -105,6 +107,7 @@ func BenchmarkStreams(b *testing.B) {
 	}
 	time.Sleep(time.Second)
 	after := rss(b, cmd.Process.Pid)
+	mem := memBreakdown(b, "http://127.0.0.1:"+strconv.Itoa(pprofPort))
 
 	pubConn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -148,10 +151,56 @@ func BenchmarkStreams(b *testing.B) {
 	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
 	b.ReportMetric(float64(n), "streams")
 	b.ReportMetric(float64(after-before)/float64(n), "rss-bytes/stream")
+	b.ReportMetric(float64(mem.heapInuse)/float64(n), "heap-bytes/stream")
+	b.ReportMetric(float64(mem.stackInuse)/float64(n), "stack-bytes/stream")
+	b.ReportMetric(float64(mem.goroutines)/float64(n), "goroutines/stream")
 	b.ReportMetric(float64(lags[len(lags)/2].Milliseconds()), "p50-lag-ms")
 	b.ReportMetric(float64(lags[len(lags)*99/100].Milliseconds()), "p99-lag-ms")
 	b.Logf("%d streams: RSS %d -> %d KiB; publishing all admissions took %v; lag from each event's creation (publish with confirm, broker, fan-out, SSE write, client read): p50 %v p99 %v max %v",
 		n, before/1024, after/1024, published, lags[len(lags)/2], lags[len(lags)*99/100], lags[len(lags)-1])
+}
+
+// memory is where a process's memory is, as its pprof endpoint tells.
+type memory struct {
+	heapInuse, stackInuse, goroutines int64
+}
+
+// memBreakdown reads the heap's and the stacks' in-use bytes (the MemStats
+// at the end of the heap profile's text form) and the goroutine count from
+// the process's pprof listener. With SSE_PROFILE_DIR set, the heap profile
+// is also saved there (go tool pprof -top -sample_index=inuse_space).
+func memBreakdown(b *testing.B, base string) memory {
+	b.Helper()
+	get := func(path string) string {
+		res, err := http.Get(base + path)
+		if err != nil {
+			b.Fatalf("pprof %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return string(body)
+	}
+	var m memory
+	field := func(text, name string) int64 {
+		i := strings.Index(text, "# "+name+" = ")
+		if i < 0 {
+			b.Fatalf("pprof heap: no %s", name)
+		}
+		v, _ := strconv.ParseInt(strings.Fields(text[i+len(name)+5:])[0], 10, 64)
+		return v
+	}
+	heap := get("/debug/pprof/heap?debug=1")
+	m.heapInuse, m.stackInuse = field(heap, "HeapInuse"), field(heap, "Stack") // "# Stack = inuse / sys"
+	g := get("/debug/pprof/goroutine?debug=1")
+	if _, err := fmt.Sscanf(g, "goroutine profile: total %d", &m.goroutines); err != nil {
+		b.Fatalf("pprof goroutine: %v", err)
+	}
+	if dir := os.Getenv("SSE_PROFILE_DIR"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "sse-heap.pb.gz"), []byte(get("/debug/pprof/heap")), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return m
 }
 
 func waitReady(b *testing.B, url string) {
