@@ -86,8 +86,11 @@ func seconds(secs float64) time.Duration {
 // position, capped at MaxRetryAfter, and never longer than half the ETA (a
 // fast queue must not make a user miss their turn by polling too slowly).
 func (s Standing) RetryAfter() time.Duration {
-	if s.State == PreQueue {
+	switch s.State {
+	case PreQueue:
 		return s.preQueueRetry(0.5)
+	case Bypass:
+		return BypassRetryAfter
 	}
 	if s.State != Waiting {
 		return MinRetryAfter
@@ -100,6 +103,21 @@ func (s Standing) RetryAfter() time.Duration {
 		d = half
 	}
 	return min(max(d, MinRetryAfter), MaxRetryAfter)
+}
+
+// BypassRetryAfter is how often a BYPASS page asks whether the line is
+// back: rarely enough not to hammer a gateway whose store is down, soon
+// enough that the line resumes within seconds of Redis returning.
+const BypassRetryAfter = 5 * time.Second
+
+// pollHint is the polling hint a view carries, r uniform in [0, 1): a
+// pre-queued person's is spread already (over a window longer than any
+// jitter would keep), everyone else's is RetryAfter jittered.
+func (s Standing) pollHint(r float64) time.Duration {
+	if s.State == PreQueue {
+		return s.preQueueRetry(r)
+	}
+	return Jitter(s.RetryAfter())
 }
 
 // Jitter spreads d by ±10 % so pollers who entered together drift apart, and

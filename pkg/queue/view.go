@@ -44,26 +44,11 @@ type View struct {
 	OrderInProgress bool   `json:"orderInProgress,omitempty"`
 }
 
-// BypassRetryAfter is how often a BYPASS page asks whether the line is
-// back: rarely enough not to hammer a gateway whose store is down, soon
-// enough that the line resumes within seconds of Redis returning.
-const BypassRetryAfter = 5 * time.Second
-
 // NewView renders s, with a jittered polling hint, which it also returns.
 // withSecret controls whether the token secret is included: only the
 // gateway's answer to the token's own holder carries it.
 func NewView(s Standing, withSecret bool) (View, time.Duration) {
-	retry := s.RetryAfter()
-	switch s.State {
-	case PreQueue:
-		// Spread already, over a window that may be longer than any
-		// jitter would keep.
-		retry = s.preQueueRetry(rand.Float64())
-	case Bypass:
-		retry = Jitter(BypassRetryAfter)
-	default:
-		retry = Jitter(retry)
-	}
+	retry := s.pollHint(rand.Float64())
 	v := View{
 		QueueID:             s.QueueID,
 		State:               string(s.State),

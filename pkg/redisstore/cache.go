@@ -100,10 +100,3 @@ func (c *ConfigCache) Reachable() bool {
 	defer c.mu.RUnlock()
 	return c.reachable
 }
-
-// Bypasses reports whether q, as last read, lets people order without a
-// token while Redis cannot be reached (queue.Config.Bypasses).
-func (c *ConfigCache) Bypasses(q string, now time.Time) bool {
-	cfg, ok := c.Get(q)
-	return ok && cfg.Bypasses(now)
-}

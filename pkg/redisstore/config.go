@@ -196,23 +196,24 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 			err = fmt.Errorf("field %s: %w", field, err)
 		}
 	}
-	for field, dst := range map[string]*float64{
-		"admissionRatePerSec":    &c.AdmissionRatePerSec,
-		"minAdmissionRatePerSec": &c.MinAdmissionRatePerSec,
-		"maxAdmissionRatePerSec": &c.MaxAdmissionRatePerSec,
-	} {
-		if v, ok := h[field]; ok {
-			if *dst, err = strconv.ParseFloat(v, 64); err != nil {
-				return c, fmt.Errorf("field %s: %w", field, err)
-			}
-		}
-	}
 	if v, ok := h["admissionMode"]; ok {
 		c.AdmissionMode = queue.AdmissionMode(v)
 	}
 	if v, ok := h["failMode"]; ok {
 		c.FailMode = queue.FailMode(v)
 	}
+	flt := func(field string, dst *float64) {
+		v, ok := h[field]
+		if !ok || err != nil {
+			return
+		}
+		if *dst, err = strconv.ParseFloat(v, 64); err != nil {
+			err = fmt.Errorf("field %s: %w", field, err)
+		}
+	}
+	flt("admissionRatePerSec", &c.AdmissionRatePerSec)
+	flt("minAdmissionRatePerSec", &c.MinAdmissionRatePerSec)
+	flt("maxAdmissionRatePerSec", &c.MaxAdmissionRatePerSec)
 	num("maxActive", &c.MaxActive)
 	num("maxQueueSize", &c.MaxQueueSize)
 	num("maxWaitSeconds", &c.MaxWaitSeconds)

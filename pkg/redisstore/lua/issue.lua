@@ -79,7 +79,8 @@ local function done(r, fields)
     if reason then
       fields[#fields + 1], fields[#fields + 2] = 'rateReason', reason
     end
-  else
+  elseif d[7] then
+    -- Once, when the queue leaves ADAPTIVE: not a write on every tick.
     redis.call('HDEL', KEYS[4], 'effectiveRate', 'rateReason')
   end
   redis.call('HSET', KEYS[4], 'tickId', tick_id, 'tickReply', cjson.encode(r), unpack(fields))

@@ -22,12 +22,12 @@ type Limits struct {
 // a flood costs one limiter call per request. It reports false and how long
 // to wait when the limit is used up, an error when the limiter did not
 // answer; either is an enter's outcome for Metrics. While Redis does not
-// answer, an enter on q, a queue that fails OPEN, goes on unlimited: it
-// will answer BYPASS, and the order-service holds the orders to the
-// queue's rate.
+// answer, an enter on q, a queue that bypasses (queue.Config.Bypasses),
+// goes on unlimited: it will answer BYPASS, and the order-service holds
+// the orders to the queue's rate.
 func (s *Service) AllowEnter(ctx context.Context, q, client string) (bool, time.Duration, error) {
 	ok, retry, err := allow(ctx, s.limits.Enter, client)
-	if _, open := s.failsOpen(q, err); open {
+	if cfg, open := s.failsOpen(q, err); open && cfg.Bypasses(time.Now()) {
 		return true, 0, nil
 	}
 	switch {
