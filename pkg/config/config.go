@@ -196,3 +196,15 @@ func LoadFrom(cfg any, environ map[string]string) error {
 	}
 	return nil
 }
+
+// Tickets are the keys of the queue tickets the gateway hands out and the
+// gateway and notification-service check (see pkg/ticket).
+type Tickets struct {
+	// Keys is a comma-separated list of keys of at least 32 bytes: the
+	// first signs, every one verifies, so a key rotates without downtime
+	// (add the new one second, then first, then drop the old). Every
+	// gateway and notification-service replica must have the same list.
+	// Empty: a key derived from AUTH_JWT_SECRET (the dev secret in dev
+	// mode); required when tokens come from AUTH_JWKS_URL alone.
+	Keys []string `env:"TICKET_KEYS" envSeparator:"," json:"-"`
+}

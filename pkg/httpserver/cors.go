@@ -25,7 +25,7 @@ func CORS(origins []string) gin.HandlerFunc {
 	return cors.New(cors.Config{
 		AllowOrigins:     origins,
 		AllowMethods:     []string{"GET", "POST", "PUT", "DELETE", "OPTIONS"},
-		AllowHeaders:     []string{"Authorization", "Content-Type", "X-Entry-Token", "Idempotency-Key", "Last-Event-ID"},
+		AllowHeaders:     []string{"Authorization", "Content-Type", "X-Entry-Token", "Idempotency-Key", "Last-Event-ID", "X-Enter-Challenge", "X-Queue-Ticket"},
 		ExposeHeaders:    []string{"Retry-After", "Location", "Idempotent-Replayed"},
 		AllowCredentials: false,
 		MaxAge:           10 * time.Minute,

@@ -121,6 +121,12 @@ type Standing struct {
 	StartsAt  time.Time
 	StartsIn  time.Duration
 	PreQueued int64
+	// Seq is the place's sequence number and Generation the queue
+	// configuration's creation time (ms), when the read returned them (a
+	// WAITING enter, or a position read that asked): what a ticket binds.
+	// Ticket is the holder's signed ticket, set by the gateway.
+	Seq, Generation int64
+	Ticket          string
 }
 
 // Ahead is the number of people in front of the user.

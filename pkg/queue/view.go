@@ -37,6 +37,12 @@ type View struct {
 	StartsInMs int64  `json:"startsInMs,omitempty"`
 	PreQueued  int64  `json:"preQueued,omitempty"`
 
+	// Ticket is the holder's queue ticket: polls that send it back
+	// (X-Queue-Ticket, or ?ticket= on the event stream) are answered
+	// from the replicas' admission frontier while the place is far from
+	// the front. Only ever in the answer to its holder.
+	Ticket string `json:"ticket,omitempty"`
+
 	Token           string `json:"token,omitempty"`
 	TokenID         string `json:"tokenId,omitempty"`
 	ActivateAt      string `json:"activateAt,omitempty"`
@@ -69,6 +75,9 @@ func NewView(s Standing, withSecret bool) (View, time.Duration) {
 		v.StartsAt = s.StartsAt.UTC().Format(time.RFC3339Nano)
 		v.StartsInMs = s.StartsIn.Milliseconds()
 		v.PreQueued = s.PreQueued
+	}
+	if withSecret {
+		v.Ticket = s.Ticket
 	}
 	if t := s.Token; t != nil {
 		if withSecret {

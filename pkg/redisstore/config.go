@@ -71,6 +71,11 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 			}
 			p.HSet(ctx, k.Config(), encodeConfig(next))
 			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())
+			if !exists {
+				// The queue's generation: a ticket of a queue deleted and
+				// re-created under the same id names the old one.
+				p.HSet(ctx, k.Config(), "createdAtMs", time.Now().UnixMilli())
+			}
 			p.HIncrBy(ctx, k.Config(), "version", 1)
 			return nil
 		})

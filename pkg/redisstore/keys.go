@@ -70,6 +70,11 @@ func (k Keys) Inflight() string { return k.prefix + "inflight" }
 // leftResolved.
 func (k Keys) Left() string { return k.prefix + "left" }
 
+// LeftBins counts the leavers in Left per bin of sequence numbers (hash,
+// fields "f<seq/queue.FineBin>" and "c<seq/queue.CoarseBin>"), for the
+// replicas' frontier caches.
+func (k Keys) LeftBins() string { return k.prefix + "leftbins" }
+
 // Consumed keeps what a restore needs to put one user's consumed token back
 // (string: tokenId|secret|activateAt|expiresAt|orderId|seq), with an expiry:
 // a user has at most one order in flight per queue.
@@ -123,7 +128,11 @@ func (k Keys) closeKeys() []string {
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue(), k.LeftBins()}
+}
+
+func (k Keys) frontierKeys() []string {
+	return []string{k.Config(), k.Waiting(), k.Seq(), k.Dispatch(), k.Left(), k.LeftBins()}
 }
 
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }
@@ -133,7 +142,7 @@ func (k Keys) issueKeys() []string {
 }
 
 func (k Keys) drawKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.PreQueue(), k.Draw(), k.Dispatch(), k.Outbox()}
+	return []string{k.Config(), k.Waiting(), k.PreQueue(), k.Draw(), k.Dispatch(), k.Outbox(), k.Left(), k.LeftBins()}
 }
 
 func (k Keys) consumeKeys(user string) []string {

@@ -17,7 +17,7 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 	k := KeysFor(q)
 	cmds, err := s.evalAll(ctx, positionScript, len(users),
 		func(i int) []string { return k.positionKeys(users[i]) },
-		func(i int) []any { return []any{users[i]} })
+		func(i int) []any { return []any{users[i], ""} })
 	out := make(map[string]queue.Standing, len(users))
 	for i, c := range cmds {
 		res, cerr := c.Slice()

@@ -42,6 +42,7 @@ var (
 	overdueScript  = script("overdue")
 	groupScript    = script("outbox_group")
 	drawScript     = script("draw")
+	frontierScript = script("frontier")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
@@ -51,11 +52,11 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs.
-var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript}
+var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript}
 
 // NotificationScripts are the scripts the notification-service runs: it
-// reads positions, and changes nothing.
-var NotificationScripts = []*redis.Script{positionScript}
+// reads positions and frontiers, and changes nothing.
+var NotificationScripts = []*redis.Script{positionScript, frontierScript}
 
 // LoadScripts loads scripts into the script cache of every node (every master
 // of a cluster), so the first call of each is an EVALSHA.

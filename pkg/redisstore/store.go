@@ -76,10 +76,12 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 	return st, nil
 }
 
-// Position reads where user stands in queue q, in one round trip.
+// Position reads where user stands in queue q, in one round trip; a
+// WAITING standing carries its place's sequence number and the queue's
+// generation (for a ticket).
 func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, error) {
 	k := KeysFor(q)
-	res, err := positionScript.Run(ctx, s.rdb, k.positionKeys(user), user).Slice()
+	res, err := positionScript.Run(ctx, s.rdb, k.positionKeys(user), user, "1").Slice()
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("position %s: %w", q, classify(err))
 	}
@@ -171,6 +173,7 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 			st.PreQueued = intOf(res, 9)
 		}
 	}
+	st.Seq, st.Generation = intOf(res, 14), intOf(res, 15)
 	switch outcome {
 	case "WAITING":
 		st.State = queue.Waiting

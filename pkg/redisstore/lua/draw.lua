@@ -11,12 +11,16 @@
 --             the same drawn order, gives the same relative order.
 --   finish    once nobody is pre-queued: state DRAWN, and QueueDrawn (the
 --             seed, how many were placed, their sequence numbers) to the
---             outbox; once.
+--             outbox; once. The numbers reserved for people who left the
+--             pre-queue before their turn to be placed are recorded as
+--             leavers (left, leftbins), so the frontier caches count those
+--             places as empty.
 --
 -- The caller computes the order (HMAC-SHA256 of each user id keyed with the
 -- seed; Redis has no SHA-256) from the seed this script returns.
 --
--- KEYS: 1 config, 2 waiting, 3 prequeue, 4 draw, 5 dispatch, 6 outbox
+-- KEYS: 1 config, 2 waiting, 3 prequeue, 4 draw, 5 dispatch, 6 outbox, 7 left,
+--       8 leftbins
 -- ARGV: 1 epoch, 2 step, 3 queue id, 4.. users (place)
 -- Reply: {'OK', state, seed, still pre-queued, placed so far}; {'STALE',
 -- epoch}; {'NOT_FOUND'}.
@@ -25,6 +29,7 @@ if tonumber(ARGV[1]) ~= current then
   return {'STALE', current}
 end
 local starts = tonumber(redis.call('HGET', KEYS[1], 'startsAtMs') or '0') or 0
+redis.call('EXISTS', KEYS[7], KEYS[8])
 local d = redis.call('HMGET', KEYS[4], 'state', 'seed', 'seedSha256', 'base', 'count', 'next', 'startedAtMs', 'announced')
 if not d[1] then
   return {'NOT_FOUND'}
@@ -66,6 +71,12 @@ if step == 'finish' then
   if redis.call('ZCARD', KEYS[3]) > 0 then
     return answer('DRAWING')
   end
+  local holes = {}
+  for seq = nxt + 1, base + tonumber(d[5] or '0') do
+    redis.call('ZADD', KEYS[7], seq, seq .. ':')
+    holes[#holes + 1] = seq
+  end
+  bins_add(KEYS[8], holes, 1)
   redis.call('HSET', KEYS[4], 'state', 'DRAWN', 'drawnAtMs', now)
   redis.call('HSET', KEYS[1], 'drawPending', 0)
   emit(KEYS[6], {'type', 'QueueDrawn', 'eid', 'drawn.' .. string.sub(sha, 1, 32), 'q', q,

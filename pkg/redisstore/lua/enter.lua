@@ -14,12 +14,15 @@
 -- dispatcher has not yet (schedule, in the prelude), so nobody who comes
 -- after the start is drawn with those who came before it.
 --
+-- A WAITING reply carries the place's sequence number and the queue's
+-- generation (createdAtMs): the gateway signs them into the entrant's ticket.
+--
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
 --       9 draw
 -- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
-  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending')
+  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -50,7 +53,7 @@ end
 -- Already waiting: the same place. A refresh never moves anyone back.
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 if rank then
-  return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1)
+  return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1, nil, redis.call('ZSCORE', KEYS[2], ARGV[1]), cfg[9])
 end
 
 -- Pre-queued and not placed yet: still waiting for the start, or for the
@@ -88,4 +91,4 @@ end
 -- member's rank is the old size.
 local seq = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
-return reply('WAITING', cfg[1], cfg[2], measured, total + 1, total + 1)
+return reply('WAITING', cfg[1], cfg[2], measured, total + 1, total + 1, nil, seq, cfg[9])

@@ -93,7 +93,7 @@ end
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
-    prefix .. 'draw')
+    prefix .. 'draw', prefix .. 'leftbins')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -189,7 +189,7 @@ if cfg[1] == 'OPEN' then
       redis.call('EXISTS', prefix .. 'token:' .. heads[i])
       redis.call('EXISTS', prefix .. 'status:' .. heads[i])
     end
-    redis.call('EXISTS', prefix .. 'left')
+    redis.call('EXISTS', prefix .. 'left', prefix .. 'leftbins')
   end
 end
 
@@ -224,10 +224,17 @@ if issued > 0 then
   redis.call('ZPOPMIN', KEYS[2], issued)
   -- Everyone who entered before the last person admitted now is resolved:
   -- admitted, or in left. Those leavers join leftResolved.
+  -- They leave the leaver bins too.
   local before = '(' .. heads[2 * issued]
-  local resolved = redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
-  if resolved > 0 then
-    redis.call('HINCRBY', KEYS[4], 'leftResolved', resolved)
+  local passed = redis.call('ZRANGEBYSCORE', prefix .. 'left', '-inf', before, 'WITHSCORES')
+  if #passed > 0 then
+    local seqs = {}
+    for i = 2, #passed, 2 do
+      seqs[#seqs + 1] = tonumber(passed[i])
+    end
+    bins_add(prefix .. 'leftbins', seqs, -1)
+    redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
+    redis.call('HINCRBY', KEYS[4], 'leftResolved', #seqs)
   end
 end
 for i = 1, issued do
@@ -248,5 +255,16 @@ for i = 1, issued do
 end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
-return done({'OK', issued, expired, waiting - issued},
-  {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''})
+local fields = {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''}
+if issued > 0 then
+  -- The admission frontier moved: recorded, and told to the replicas'
+  -- frontier caches ("<queue> <last seq> <leavers above it in its fine bin>
+  -- <waiting>"), so a ticket's place is right within a millisecond of the
+  -- tick rather than at their next read.
+  local last = tonumber(heads[2 * issued])
+  local bin_end = (math.floor((last + 1) / FINE_BIN) + 1) * FINE_BIN - 1
+  local first_left = redis.call('ZCOUNT', prefix .. 'left', '(' .. string.format('%d', last), bin_end)
+  fields[#fields + 1], fields[#fields + 2] = 'frontier', string.format('%d', last)
+  redis.call('PUBLISH', FRONTIER_CHANNEL, q .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
+end
+return done({'OK', issued, expired, waiting - issued}, fields)

@@ -6,7 +6,10 @@
 -- are out before the stayers of their cohort are in).
 -- A pre-queued person just leaves the pre-queue: they had no place yet, so
 -- they are not a leaver of anyone's cohort.
--- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue
+-- The leaver is also counted in the leftbins hash (see bins_add), where the
+-- replicas' frontier caches learn how many of the places ahead of a ticket
+-- are empty.
+-- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins
 -- ARGV: 1 user id
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
@@ -15,9 +18,11 @@ local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score then
   return redis.call('ZREM', KEYS[5], ARGV[1])
 end
+redis.call('EXISTS', KEYS[6])
 -- A sequence number, whatever type the protocol gave the score.
 local seq = string.format('%d', tonumber(score))
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[4], seq, seq .. ':' .. ARGV[1])
+bins_add(KEYS[6], {tonumber(seq)}, 1)
 redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
 return 1

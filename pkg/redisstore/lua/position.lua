@@ -3,8 +3,9 @@
 -- dispatcher's tick, never here.
 -- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
 --       6 prequeue, 7 draw
--- ARGV: 1 user id
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending')
+-- ARGV: 1 user id, 2 '1' to have a WAITING reply carry the place's sequence
+--       number and the queue's generation (for a ticket), '' not to
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending', 'createdAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -16,7 +17,11 @@ with_schedule(measured, starts, drawing, KEYS[6], now)
 
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 if rank then
-  return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1)
+  local seq = nil
+  if ARGV[2] == '1' then
+    seq = redis.call('ZSCORE', KEYS[2], ARGV[1])
+  end
+  return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1, nil, seq, cfg[5])
 end
 local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expiresAt')
 if tok[1] then

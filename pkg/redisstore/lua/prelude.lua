@@ -82,15 +82,47 @@ end
 -- {outcome, queueState, configuredRate (an ADAPTIVE queue's effective
 --  one), measuredRate, total, position,
 --  leaveShare, startsAtMs, startsInMs, preQueued, token, tokenId,
---  activateAt, expiresAt}; figures is what admission_figures returned,
---  with_schedule's additions if any.
-local function reply(outcome, cfg_state, cfg_rate, figures, total, position, tok)
+--  activateAt, expiresAt, seq, generation}; figures is what
+--  admission_figures returned, with_schedule's additions if any. seq is the
+--  place's sequence number when the caller asked for it (a ticket is made
+--  of it), generation the queue configuration's createdAtMs.
+local function reply(outcome, cfg_state, cfg_rate, figures, total, position, tok, seq, generation)
   local r = {outcome, cfg_state, figures.effective or cfg_rate, figures[1], total, position, figures[2],
-    figures[3] or 0, figures[4] or 0, figures[5] or 0}
+    figures[3] or 0, figures[4] or 0, figures[5] or 0, false, false, false, false, seq or 0, generation or 0}
   if tok then
     r[11], r[12], r[13], r[14] = tok[1], tok[2], tok[3], tok[4]
   end
   return r
+end
+
+-- Leaver bins (queue.FineBin, queue.CoarseBin): the leftbins hash counts
+-- the leavers still in left (not yet passed by admission) per bin of
+-- sequence numbers, field 'f<seq / 16>' and 'c<seq / 1024>'. The replicas'
+-- frontier caches read them to place a ticket's holder without a query.
+local FINE_BIN, COARSE_BIN = 16, 1024
+
+-- The channel the issue script announces a moved admission frontier on
+-- (redisstore.FrontierChannel).
+local FRONTIER_CHANNEL = 'wr:frontier'
+
+local function bin_fields(seq)
+  return 'f' .. string.format('%d', math.floor(seq / FINE_BIN)), 'c' .. string.format('%d', math.floor(seq / COARSE_BIN))
+end
+
+-- Adds n (negative: takes) to the bins of each sequence number in seqs; a
+-- bin that reaches zero is deleted.
+local function bins_add(bins_key, seqs, n)
+  local by = {}
+  for _, seq in ipairs(seqs) do
+    local f, c = bin_fields(seq)
+    by[f] = (by[f] or 0) + n
+    by[c] = (by[c] or 0) + n
+  end
+  for field, k in pairs(by) do
+    if redis.call('HINCRBY', bins_key, field, k) <= 0 then
+      redis.call('HDEL', bins_key, field)
+    end
+  end
 end
 
 -- Status markers are "<STATE>:<tokenId>[:<orderId>]"; the state decides what

@@ -10,6 +10,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
 
 // Store is the persistence the gateway needs. redisstore.Store implements it.
@@ -35,7 +36,17 @@ var (
 	// ErrChallengeNotRequired: a challenge was asked of a queue that
 	// takes entrants without one.
 	ErrChallengeNotRequired = errors.New("this queue asks for no enter challenge")
+	// ErrTicketInvalid: the queue ticket shown was not issued to this
+	// user for this queue.
+	ErrTicketInvalid = errors.New("queue ticket not valid for this queue and user")
 )
+
+// Frontiers are the queues' admission frontiers kept in memory;
+// redisstore.FrontierCache implements it. Lookup returns nil when it has
+// none fresh for q.
+type Frontiers interface {
+	Lookup(q string) *queue.Frontier
+}
 
 // InvalidConfigError lists every bad knob of a configuration request.
 type InvalidConfigError struct {
@@ -54,6 +65,25 @@ type Service struct {
 	limits  Limits
 	configs Configs
 	m       Metrics
+
+	tickets   *ticket.Signer
+	frontiers Frontiers
+}
+
+// WithTickets makes s hand out queue tickets (signed by tickets) with every
+// WAITING standing, and answer a poll with a ticket whose place is far from
+// the front from frontiers, without the store. It returns s.
+func (s *Service) WithTickets(tickets *ticket.Signer, frontiers Frontiers) *Service {
+	s.tickets, s.frontiers = tickets, frontiers
+	return s
+}
+
+// withTicket signs st's place into its ticket, when it has one.
+func (s *Service) withTicket(q, user string, st queue.Standing) queue.Standing {
+	if s.tickets != nil && st.State == queue.Waiting && st.Seq > 0 {
+		st.Ticket = s.tickets.Sign(q, user, ticket.Place{Generation: st.Generation, Seq: st.Seq})
+	}
+	return st
 }
 
 // New returns a Service over store; signer issues and checks the enter

@@ -78,7 +78,7 @@ func TestBypassOnlyWhereTheQueueFailsOpen(t *testing.T) {
 			if tc.call == "enter" {
 				st, err = svc.Enter(context.Background(), tc.q, "ann", "")
 			} else {
-				st, err = svc.Position(context.Background(), tc.q, "ann")
+				st, err = svc.Position(context.Background(), tc.q, "ann", "")
 			}
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("error %v, want %v", err, tc.wantErr)

@@ -36,7 +36,8 @@ func (s *Service) enter(ctx context.Context, q, user, solution string) (queue.St
 		}
 		proof = queue.Proof{ID: p.ID, Bits: p.Bits, ExpiresAt: p.ExpiresAt}
 	}
-	return s.store.EnterWithProof(ctx, q, user, proof)
+	st, err := s.store.EnterWithProof(ctx, q, user, proof)
+	return s.withTicket(q, user, st), err
 }
 
 // Challenge issues user an enter challenge for queue q at the queue's
@@ -62,18 +63,39 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 
 // Position tells user where they stand in q; every outcome is counted
 // (Metrics.Positioned), BYPASS as Enter's.
-func (s *Service) Position(ctx context.Context, q, user string) (queue.Standing, error) {
-	st, err := s.position(ctx, q, user)
+//
+// tk is the user's queue ticket, or "". A ticket not issued to user for q
+// is refused (ErrTicketInvalid) before anything is read. A valid one whose
+// place is far from the front is answered from the admission frontier,
+// without the store; at or near the front (or without a ticket) the store
+// answers, exactly, and a WAITING answer carries a ticket for next time.
+func (s *Service) Position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
+	st, err := s.position(ctx, q, user, tk)
 	st, err = s.bypass(q, false, st, err)
 	s.m.Positioned(outcome(st, err))
 	return st, err
 }
 
-func (s *Service) position(ctx context.Context, q, user string) (queue.Standing, error) {
+func (s *Service) position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err
 	}
-	return s.store.Position(ctx, q, user)
+	if tk != "" && s.tickets != nil {
+		place, err := s.tickets.Check(q, user, tk)
+		if err != nil {
+			return queue.Standing{}, fmt.Errorf("%w: %w", ErrTicketInvalid, err)
+		}
+		if s.frontiers != nil {
+			if st, ok := s.frontiers.Lookup(q).Standing(place.Generation, place.Seq); ok {
+				s.m.PositionRead(readFrontier)
+				st.Ticket = tk
+				return st, nil
+			}
+		}
+	}
+	s.m.PositionRead(readStore)
+	st, err := s.store.Position(ctx, q, user)
+	return s.withTicket(q, user, st), err
 }
 
 // Leave takes user out of line q. Leaving twice is not an error.

@@ -20,14 +20,25 @@ type Metrics interface {
 	Positioned(outcome string)
 	// ChallengeIssued: an enter challenge was handed out.
 	ChallengeIssued()
+	// PositionRead: a position request with valid ids was answered from
+	// source: "frontier" (memory, a ticket far from the front) or "store"
+	// (Redis).
+	PositionRead(source string)
 }
+
+// Where a position answer came from (Metrics.PositionRead).
+const (
+	readFrontier = "frontier"
+	readStore    = "store"
+)
 
 // nopMetrics records nothing: the Service's Metrics when given none.
 type nopMetrics struct{}
 
-func (nopMetrics) Entered(string)    {}
-func (nopMetrics) Positioned(string) {}
-func (nopMetrics) ChallengeIssued()  {}
+func (nopMetrics) Entered(string)      {}
+func (nopMetrics) Positioned(string)   {}
+func (nopMetrics) ChallengeIssued()    {}
+func (nopMetrics) PositionRead(string) {}
 
 // The outcomes that are no standing's state.
 const (
@@ -54,6 +65,8 @@ func outcome(st queue.Standing, err error) string {
 		return "challenge_failed"
 	case errors.Is(err, ErrInvalidQueueID), errors.Is(err, ErrInvalidUserID):
 		return "invalid"
+	case errors.Is(err, ErrTicketInvalid):
+		return "ticket_invalid"
 	}
 	return "error"
 }

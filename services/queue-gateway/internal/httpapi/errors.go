@@ -36,6 +36,8 @@ var problems = httpserver.NewProblems(
 	}),
 	httpserver.Is(queue.ErrChallengeFailed, problem.New(http.StatusForbidden, problem.TypeChallengeFailed,
 		"the challenge solution is wrong, expired, already used, or below the queue's current difficulty: fetch a new challenge")),
+	httpserver.Is(app.ErrTicketInvalid, problem.New(http.StatusForbidden, problem.TypeTicketInvalid,
+		"the "+ticketHeader+" ticket was not issued to you for this queue: poll without it to get yours")),
 	httpserver.Is(app.ErrChallengeNotRequired, problem.New(http.StatusConflict, problem.TypeChallengeNotRequired,
 		"this queue asks for no challenge: enter directly")),
 	httpserver.Is(queue.ErrStarted, problem.New(http.StatusConflict, problem.TypeQueueStarted,

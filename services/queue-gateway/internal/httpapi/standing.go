@@ -30,9 +30,14 @@ func (h *handler) enter(c *gin.Context) {
 	writeStanding(c, st)
 }
 
+// ticketHeader carries the queue ticket a WAITING answer handed out: a
+// poll with it is answered from the admission frontier while the place is
+// far from the front.
+const ticketHeader = "X-Queue-Ticket"
+
 func (h *handler) position(c *gin.Context) {
 	p, _ := auth.FromContext(c)
-	st, err := h.svc.Position(c, c.Param("queueId"), p.UserID)
+	st, err := h.svc.Position(c, c.Param("queueId"), p.UserID, c.GetHeader(ticketHeader))
 	if err != nil {
 		h.fail(c, err)
 		return

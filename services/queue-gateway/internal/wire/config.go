@@ -25,6 +25,7 @@ type Config struct {
 	config.Redis
 	config.Auth
 	config.Proxies
+	config.Tickets
 	// EnterRateLimitPerIP is enters per second per client IP; 0 turns it off.
 	EnterRateLimitPerIP int `env:"ENTER_RATE_LIMIT_PER_IP" envDefault:"10"`
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by:

@@ -13,8 +13,8 @@ import (
 // Metrics are the gateway's Prometheus series: app.Metrics for the
 // Service's requests.
 type Metrics struct {
-	enters, positions *prometheus.CounterVec
-	challenges        prometheus.Counter
+	enters, positions, reads *prometheus.CounterVec
+	challenges               prometheus.Counter
 }
 
 var _ app.Metrics = (*Metrics)(nil)
@@ -30,7 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		challenges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "challenges_issued_total",
 			Help: "Enter challenges (proof of work) handed out."}),
 	}
-	reg.MustRegister(m.enters, m.positions, m.challenges)
+	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "position_reads_total",
+		Help: "Position requests by where the answer came from: frontier (memory, a ticket far from the front) or store (Redis)."}, []string{"source"})
+	reg.MustRegister(m.enters, m.positions, m.challenges, m.reads)
 	return m
 }
 
@@ -39,6 +41,9 @@ func (m *Metrics) Entered(outcome string) { m.enters.WithLabelValues(outcome).In
 
 // Positioned counts a position request's outcome.
 func (m *Metrics) Positioned(outcome string) { m.positions.WithLabelValues(outcome).Inc() }
+
+// PositionRead counts where a position answer came from.
+func (m *Metrics) PositionRead(source string) { m.reads.WithLabelValues(source).Inc() }
 
 // ChallengeIssued counts a challenge handed out.
 func (m *Metrics) ChallengeIssued() { m.challenges.Inc() }
