@@ -4,7 +4,9 @@
 # redis-benchmark, psql/pgbench against the local PostgreSQL, the local
 # RabbitMQ (dispatcher relay, SSE benchmark). Tools that are missing are
 # named in BENCHMARKS.md and their part is skipped.
-# BENCH_QUICK=1 shortens every run (5 s wrk, 10 s dispatcher windows).
+# BENCH_QUICK=1 shortens every run (5 s wrk, 10 s dispatcher windows);
+# BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1) and
+# prints their figures without writing BENCHMARKS.md.
 # Everything runs against a private redis-server on a free port; processes
 # started here are stopped by PID on exit.
 set -uo pipefail
@@ -65,7 +67,7 @@ putq() { # queue json
 }
 
 # ---------------------------------------------------------------- 1. gateway vs ceilings
-NTOK=300000
+NTOK=300000; TN=${TICKET_LINE:-100000}
 "$W/bin/loadgen" -mint $NTOK -user-prefix bu- >"$W/tokens.txt"
 putq gw '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
 wrkrun() { # name method url tokens
@@ -89,8 +91,34 @@ if have wrk; then
   say "wrk: bare net/http"
   read -r b_rps b_p50 b_p99 b_bad < <(wrkrun bare GET "$W/tokens-waiting.txt" "http://127.0.0.1:$BP/api/v1/queues/gw/position")
   kill $BAREPID
+  # Polls with tickets: a line of $TN written straight into Redis (places
+  # 1..N, no dispatcher), a JWT and a ticket per person from loadgen.
+  TQ=tk
+  putq $TQ '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
+  $RC EVAL "for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], i, ARGV[2] .. (i - 1)) end redis.call('SET', KEYS[2], ARGV[1]) return 1" \
+    2 "wr:{$TQ}:waiting" "wr:{$TQ}:seq" "$TN" tk- >/dev/null
+  tgen=$($RC HGET "wr:{$TQ}:config" createdAtMs)
+  "$W/bin/loadgen" -mint "$TN" -user-prefix tk- -queue $TQ -ticket-generation "$tgen" >"$W/tickets.txt"
+  # The first poll makes the gateway track the queue; its frontier comes
+  # within 100 ms.
+  curl -fsS "$GW/api/v1/queues/$TQ/position" -H "Authorization: Bearer $(head -1 "$W/tickets.txt" | cut -d' ' -f1)" \
+    -H "X-Queue-Ticket: $(head -1 "$W/tickets.txt" | cut -d' ' -f2)" >/dev/null; sleep 0.5
+  cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
+  frontier_reads() { curl -fsS "http://$OPS/metrics" | awk '/^waitingroom_gateway_position_reads_total\{source="frontier"\}/ {print $2}'; }
+  c0=$(cmdcalls); f0=$(frontier_reads)
+  say "wrk: gateway position with tickets ($TN waiting)"
+  read -r t_rps t_p50 t_p99 t_bad < <(wrkrun tickets GET "$W/tickets.txt" "$GW/api/v1/queues/$TQ/position")
+  c1=$(cmdcalls); f1=$(frontier_reads)
+  t_reqs=$(awk '/requests in/ {print $1}' "$W/wrk-tickets.txt")
+  t_cpp=$(calc "round(($c1 - $c0 - 1) / max(1, ${t_reqs:-0}), 4)")
+  t_front=$(calc "round((${f1:-0} - ${f0:-0}) / max(1, ${t_reqs:-0}), 4)")
+  say "tickets: $t_rps req/s, p99 $t_p99, $t_cpp Redis commands a poll, $t_front from the frontier"
 else
-  missing+=("wrk"); e_rps=0; p_rps=0; b_rps=0
+  missing+=("wrk"); e_rps=0; p_rps=0; b_rps=0; t_rps=0
+fi
+if [[ ${BENCH_ONLY:-} == gateway ]]; then
+  say "BENCH_ONLY=gateway: enter $e_rps req/s; position $p_rps req/s (p99 $p_p99); tickets $t_rps req/s (p99 $t_p99, $t_cpp commands a poll); bare $b_rps req/s; BENCHMARKS.md not written"
+  exit 0
 fi
 # redis-benchmark: the position script itself (EVALSHA, same keys) and bare ZRANK
 SHA=$( { cat pkg/redisstore/lua/prelude.lua; echo; cat pkg/redisstore/lua/position.lua; } | $RC -x SCRIPT LOAD )
@@ -325,6 +353,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | what | measured | ceiling on this machine | ratio |
 |---|---|---|---|
 | gateway \`GET /position\` ($WRK_C connections) | ${p_rps} req/s (p50 ${p_p50}, p99 ${p_p99}) | bare net/http: ${b_rps} req/s; redis-benchmark EVALSHA position: ${ev_rps} req/s | $(ratio "$p_rps" "$b_rps") of bare, $(ratio "$p_rps" "$ev_rps") of Redis |
+| gateway \`GET /position\` with tickets, $TN waiting ($WRK_C connections) | ${t_rps} req/s (p50 ${t_p50}, p99 ${t_p99}); ${t_cpp} Redis commands a poll (INFO commandstats); ${t_front} of polls answered from the frontier | bare net/http: ${b_rps} req/s | $(ratio "$t_rps" "$b_rps") of bare (without tickets: $(ratio "$p_rps" "$b_rps")) |
 | gateway \`POST /enter\` ($WRK_C connections) | ${e_rps} req/s (p50 ${e_p50}, p99 ${e_p99}) | bare net/http: ${b_rps} req/s | $(ratio "$e_rps" "$b_rps") of bare |
 | admission accuracy at 175/s (${DISP_WIN} s) | ${i175} issued of ${e175} expected | | ${p175} % |
 | admission accuracy at 10,000/s (${DISP_WIN} s) | ${i10k} issued of ${e10k} expected | | ${p10k} % |

@@ -1,6 +1,7 @@
 -- wrk script: every request carries "Authorization: Bearer <jwt>" with the
 -- next pre-signed JWT from $TOKENS (one a line). Threads take interleaved
 -- slices, so each token is used once per pass. $METHOD: GET (default) or POST.
+-- A line "<jwt> <ticket>" also sends the ticket as X-Queue-Ticket.
 local threads = {}
 local counter = 0
 function setup(thread)
@@ -19,5 +20,9 @@ function request()
   local t = tokens[idx]
   idx = idx + step
   if idx > #tokens then idx = (idx - 1) % step + 1 end
+  local jwt, tk = string.match(t, "^(%S+) (%S+)$")
+  if tk then
+    return wrk.format(method, nil, { ["Authorization"] = "Bearer " .. jwt, ["X-Queue-Ticket"] = tk })
+  end
   return wrk.format(method, nil, { ["Authorization"] = "Bearer " .. t })
 end

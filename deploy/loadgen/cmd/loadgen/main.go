@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	wrv1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
@@ -133,12 +134,13 @@ func main() {
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress line")
 	flag.Float64Var(&c.leave, "leave", 0, "share of users who leave the line at a random moment of the wait they were told (0..1)")
 	mint := flag.Int("mint", 0, "only write this many signed dev JWTs (one a line, users <user-prefix>0..N-1) to stdout and exit")
+	ticketGen := flag.Int64("ticket-generation", -1, "with -mint: after each JWT, a space and the queue ticket (dev key) of user i for place i+1 of -queue at this generation (its createdAtMs)")
 	flag.Parse()
 	if c.prefix == "" {
 		c.prefix = "lg" + strconv.FormatInt(time.Now().Unix(), 36) + "-"
 	}
 	if *mint > 0 {
-		os.Exit(mintTokens(*mint, c.prefix))
+		os.Exit(mintTokens(*mint, c.prefix, c.queue, *ticketGen))
 	}
 	os.Exit(run(c))
 }
@@ -784,22 +786,37 @@ func report(ctx context.Context, hc *http.Client, c cfg, users []*user, st *stat
 	return 0
 }
 
-// mintTokens writes n dev JWTs for bench tools (wrk reads them from a file).
-func mintTokens(n int, prefix string) int {
+// mintTokens writes n dev JWTs for bench tools (wrk reads them from a
+// file). With a generation (>= 0) each line also carries, after a space, the
+// user's queue ticket for place i+1 of queue q, signed with the key a dev
+// gateway derives (for a line the bench wrote straight into Redis).
+func mintTokens(n int, prefix, q string, generation int64) int {
 	ver, err := auth.NewVerifier(auth.DevSecret)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	var tickets *ticket.Signer
+	if generation >= 0 {
+		if tickets, err = ticket.NewSigner(ticket.DeriveKey(auth.DevSecret)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	defer w.Flush()
 	for i := range n {
-		t, err := ver.Mint(prefix+strconv.Itoa(i), "", 6*time.Hour)
+		user := prefix + strconv.Itoa(i)
+		t, err := ver.Mint(user, "", 6*time.Hour)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
 		w.WriteString(t)
+		if tickets != nil {
+			w.WriteByte(' ')
+			w.WriteString(tickets.Sign(q, user, ticket.Place{Generation: generation, Seq: int64(i + 1)}))
+		}
 		w.WriteByte('\n')
 	}
 	return 0

@@ -21,6 +21,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/wire"
@@ -42,6 +43,15 @@ type harness struct {
 	challengeTTL time.Duration
 	// limits are the service's per-client limits (none unless set).
 	limits app.Limits
+	// ticketKeys sign and check queue tickets (a key derived from the
+	// test secret unless set); frontiers is the gateway's frontier cache.
+	ticketKeys [][]byte
+	frontiers  *redisstore.FrontierCache
+}
+
+// withTicketKeys sets the gateway's TICKET_KEYS.
+func withTicketKeys(keys ...[]byte) harnessOption {
+	return func(_ *httpapi.Options, h *harness) { h.ticketKeys = keys }
 }
 
 type harnessOption func(*httpapi.Options, *harness)
@@ -92,6 +102,19 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	if o.Service, err = app.New(h.store, signer, h.limits, nil, wire.NewMetrics(o.Registry)); err != nil {
 		t.Fatal(err)
 	}
+	if h.ticketKeys == nil {
+		h.ticketKeys = [][]byte{ticket.DeriveKey(testSecret)}
+	}
+	tickets, err := ticket.NewSigner(h.ticketKeys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.frontiers = redisstore.NewFrontierCache(h.store, o.Log, redisstore.FrontierOptions{})
+	fctx, stop := context.WithCancel(context.Background())
+	fdone := make(chan struct{})
+	go func() { defer close(fdone); _ = h.frontiers.Run(fctx) }()
+	t.Cleanup(func() { stop(); <-fdone })
+	o.Service.WithTickets(tickets, h.frontiers)
 	wire.RegisterQueueLengths(o.Registry, o.Service, o.Log)
 	h.reg = o.Registry
 	o.Health = httpserver.NewHealth(map[string]httpserver.Check{"redis": h.store.Ping})
@@ -253,6 +276,7 @@ type standing struct {
 	StartsAt            string  `json:"startsAt"`
 	StartsInMs          int64   `json:"startsInMs"`
 	PreQueued           int64   `json:"preQueued"`
+	Ticket              string  `json:"ticket"`
 }
 
 func (h *harness) enter(q, user string) (response, standing, error) {
