@@ -32,10 +32,10 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
-	"github.com/waitingroom/waitingroom/pkg/ticket"
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	wrv1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
 
 type standing struct {
