@@ -105,6 +105,10 @@ if have wrk; then
     -H "X-Queue-Ticket: $(head -1 "$W/tickets.txt" | cut -d' ' -f2)" >/dev/null; sleep 0.5
   cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
   frontier_reads() { curl -fsS "http://$OPS/metrics" | awk '/^waitingroom_gateway_position_reads_total\{source="frontier"\}/ {print $2}'; }
+  # Warm-up: one pass over the tokens, so each JWT was verified once (a
+  # person polls for minutes with one token; the verifier caches it).
+  TOKENS=$W/tickets.txt METHOD=GET WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d$(( TN / 8000 + 2 ))s -s deploy/bench/tokens.lua \
+    "$GW/api/v1/queues/$TQ/position" >"$W/wrk-tickets-warm.txt" 2>&1
   c0=$(cmdcalls); f0=$(frontier_reads)
   say "wrk: gateway position with tickets ($TN waiting)"
   read -r t_rps t_p50 t_p99 t_bad < <(wrkrun tickets GET "$W/tickets.txt" "$GW/api/v1/queues/$TQ/position")

@@ -95,6 +95,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	tb := openTab(t, browser, "happy", s.gateway.URL+"/q/"+q)
 	tb.signIn(buyer)
 	tb.shot("signed-in")
+	reqs := tb.recordRequests()
 	tb.click("enter")
 
 	st := tb.waitFor("place 5 in a paused line", 10*time.Second, func(p pageState) bool {
@@ -124,6 +125,20 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("at place %d: progress %d%% (want %d%%), status %q", place, st.Progress, want, st.Status)
 	}
 	t.Logf("the page showed place %d %s after the line started moving; places so far %v", place, time.Since(moved).Round(time.Millisecond), trail)
+	// The page keeps the ticket enter gave and sends it back: every poll
+	// (X-Queue-Ticket) and the stream (?ticket=).
+	polls := reqs.matching(func(r sentRequest) bool { return strings.HasSuffix(r.url, "/queues/"+q+"/position") && r.method == http.MethodGet })
+	streams := reqs.matching(func(r sentRequest) bool { return strings.Contains(r.url, "/queues/"+q+"/events?") })
+	ticketed := 0
+	for _, r := range polls {
+		if r.headers["x-queue-ticket"] != "" {
+			ticketed++
+		}
+	}
+	if len(polls) == 0 || ticketed != len(polls) || len(streams) == 0 || !strings.Contains(streams[0].url, "&ticket=") {
+		t.Fatalf("of %d polls %d carried a ticket; %d streams, the first %q", len(polls), ticketed, len(streams), streams)
+	}
+	t.Logf("tickets: %d of %d polls carried X-Queue-Ticket, %d streams opened with ?ticket=", ticketed, len(polls), len(streams))
 	tb.shot(fmt.Sprintf("place-%d", place))
 
 	// The countdown needs an activation time in the future: leave exactly one

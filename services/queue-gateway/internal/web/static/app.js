@@ -209,10 +209,25 @@ function signedOut() {
 
 // ---- the line ----
 
+// ---- the queue ticket ----
+
+// The gateway hands a person in line a ticket (the signed number of their
+// place). Polls and the stream send it back, so while the place is far from
+// the front they are answered from the replicas' memory, not from Redis.
+// It is kept per queue for this tab's session; a new enter replaces it.
+const ticketKey = () => `ticket:${S.queue}`;
+function keepTicket(t) { sessionStorage.setItem(ticketKey(), t); }
+function dropTicket() { sessionStorage.removeItem(ticketKey()); }
+function withTicket(headers) {
+  const t = sessionStorage.getItem(ticketKey());
+  return t ? { ...headers, 'X-Queue-Ticket': t } : headers;
+}
+
 async function enter() {
   stopAll();
   Object.assign(S, { phase: 'idle', firstPosition: 0, pass: null });
   sessionStorage.removeItem(`first:${S.queue}`);
+  dropTicket(); // a new place, a new ticket
   show('enter enter-again turn figures prequeue', false);
   show('line', true);
   say('wait', 'Taking your place in line…');
@@ -343,6 +358,7 @@ function offerEnter(afterMs) {
 // stream, which never carries the token secret.
 function onStanding(s, fromGateway) {
   if (S.phase === 'done' || S.phase === 'ordering') return;
+  if (fromGateway && s.ticket) keepTicket(s.ticket);
   if (s.retryAfterMs > 0) S.retryMs = s.retryAfterMs;
   const back = S.phase === 'bypass' && s.state !== 'BYPASS';
   if (back) leaveBypass(); // the line is back: follow it
@@ -498,8 +514,10 @@ function follow() {
 function openStream() {
   closeStream();
   if (!window.EventSource || !S.cfg.notificationServiceUrl) return;
-  // EventSource cannot send headers: the JWT goes in the query.
-  const es = new EventSource(`${S.cfg.notificationServiceUrl}${gw('events')}?access_token=${encodeURIComponent(S.jwt)}`);
+  // EventSource cannot send headers: the JWT and the ticket go in the query.
+  const t = sessionStorage.getItem(ticketKey());
+  const ticket = t ? `&ticket=${encodeURIComponent(t)}` : '';
+  const es = new EventSource(`${S.cfg.notificationServiceUrl}${gw('events')}?access_token=${encodeURIComponent(S.jwt)}${ticket}`);
   S.es = es;
   // A (re)connected stream takes over from polling; one poll catches up on
   // whatever happened while it was away.
@@ -529,7 +547,7 @@ async function poll() {
   S.pollTimer = 0;
   const my = ++asked;
   let r;
-  try { r = await api(gw('position'), { headers: bearer() }); } catch { return keepPolling(NETWORK_RETRY_MS); }
+  try { r = await api(gw('position'), { headers: withTicket(bearer()) }); } catch { return keepPolling(NETWORK_RETRY_MS); }
   if (my < answered) return;
   answered = my;
   noteClock(r);
@@ -538,6 +556,7 @@ async function poll() {
     return keepPolling(r.body.retryAfterMs);
   }
   if (r.status === 401) return signedOut();
+  if (r.body.type === 'ticket-invalid') { dropTicket(); return poll(); } // another account's, or a rotated-out key: ask without
   if (r.body.type === 'queue-not-found') { stopAll(); return say('error', 'There is no sale under this name.'); }
   say('warn', 'The waiting room is not answering; your place is kept. Still trying…');
   keepPolling(r.retryMs || NETWORK_RETRY_MS);
