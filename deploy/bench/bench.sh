@@ -5,8 +5,9 @@
 # RabbitMQ (dispatcher relay, SSE benchmark). Tools that are missing are
 # named in BENCHMARKS.md and their part is skipped.
 # BENCH_QUICK=1 shortens every run (5 s wrk, 10 s dispatcher windows);
-# BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1) and
-# prints their figures without writing BENCHMARKS.md.
+# BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1),
+# BENCH_ONLY=million runs only the line of a million (3b); both print their
+# figures without writing BENCHMARKS.md.
 # Everything runs against a private redis-server on a free port; processes
 # started here are stopped by PID on exit.
 set -uo pipefail
@@ -66,10 +67,6 @@ putq() { # queue json
   curl -fsS -X PUT "$GW/admin/v1/queues/$1" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -d "$2" >/dev/null
 }
 
-# ---------------------------------------------------------------- 1. gateway vs ceilings
-NTOK=300000; TN=${TICKET_LINE:-100000}
-"$W/bin/loadgen" -mint $NTOK -user-prefix bu- >"$W/tokens.txt"
-putq gw '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
 wrkrun() { # name method url tokens
   TOKENS=$3 METHOD=$2 WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d$WRK_D --latency -s deploy/bench/tokens.lua "$4" >"$W/wrk-$1.txt" 2>&1
   rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk-$1.txt")
@@ -78,6 +75,14 @@ wrkrun() { # name method url tokens
   non2xx=$(awk '/Non-2xx/ {print $5}' "$W/wrk-$1.txt")
   echo "${rps:-0} ${p50:-?} ${p99:-?} ${non2xx:-0}"
 }
+# cmdcalls: every command Redis has run (INFO commandstats, scripts' own calls included)
+cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
+
+if [[ ${BENCH_ONLY:-} != million ]]; then
+# ---------------------------------------------------------------- 1. gateway vs ceilings
+NTOK=300000; TN=${TICKET_LINE:-100000}
+"$W/bin/loadgen" -mint $NTOK -user-prefix bu- >"$W/tokens.txt"
+putq gw '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
 WRKCMD="wrk -t$WRK_T -c$WRK_C -d$WRK_D --latency -s deploy/bench/tokens.lua <url>  (TOKENS=<file of pre-signed JWTs> METHOD=GET|POST)"
 if have wrk; then
   say "wrk: gateway enter"
@@ -103,7 +108,6 @@ if have wrk; then
   # within 100 ms.
   curl -fsS "$GW/api/v1/queues/$TQ/position" -H "Authorization: Bearer $(head -1 "$W/tickets.txt" | cut -d' ' -f1)" \
     -H "X-Queue-Ticket: $(head -1 "$W/tickets.txt" | cut -d' ' -f2)" >/dev/null; sleep 0.5
-  cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
   frontier_reads() { curl -fsS "http://$OPS/metrics" | awk '/^waitingroom_gateway_position_reads_total\{source="frontier"\}/ {print $2}'; }
   # Warm-up: one pass over the tokens, so each JWT was verified once (a
   # person polls for minutes with one token; the verifier caches it).
@@ -192,6 +196,88 @@ mem1=$($RC INFO memory | awk -F: '/^used_memory:/ {print $2+0}')
 memcnt=$($RC ZCARD 'wr:{mem}:waiting')
 mem_per=$(calc "round(($mem1-$mem0)/$memcnt,1)")
 $RC FLUSHALL >/dev/null
+
+fi # BENCH_ONLY=million skips to here
+
+# ---------------------------------------------------------------- 3b. a million people in one queue
+# One gateway, one Redis node, no dispatcher. 900,000 places written
+# straight into Redis, then POST enter through the gateway (fresh users) on
+# top of them for the wrk window, then the rest written to reach BIG_LINE;
+# then ticket polls from 100,000 people spread over the whole line.
+BIG=${BIG_LINE:-1000000}; BIG_PRE=$(( BIG * 9 / 10 ))
+say "a line of $BIG in one queue"
+GP=$(freeport); GW=http://127.0.0.1:$GP; OPS=127.0.0.1:$(freeport)
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
+GWPID=$!; pids+=($GWPID)
+for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
+putq big '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
+big_mem0=$($RC INFO memory | awk -F: '/^used_memory:/ {print $2+0}')
+fill_big() { # from to: places from..to (1-based) for users bm-<place-1>
+  python3 - "$1" "$2" >"$W/fill-big.resp" <<'PY'
+import sys
+a, b = int(sys.argv[1]), int(sys.argv[2]); out = sys.stdout.buffer
+def cmd(*xs):
+    out.write(b"*%d\r\n" % len(xs))
+    for x in xs:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.write(b"$%d\r\n%s\r\n" % (len(x), x))
+for i in range(a, b + 1):
+    cmd(b"ZADD", b"wr:{big}:waiting", b"NX", i, b"bm-%d" % (i - 1))
+PY
+  $RC --pipe <"$W/fill-big.resp" >>"$W/fill-big.log" 2>&1
+}
+fill_big 1 "$BIG_PRE"; $RC SET 'wr:{big}:seq' "$BIG_PRE" >/dev/null
+big_e_rps=0; big_e_p99='?'
+if have wrk; then
+  "$W/bin/loadgen" -mint $(( BIG - BIG_PRE )) -user-prefix be- >"$W/tokens-big-enter.txt"
+  say "wrk: enter into a line of $BIG_PRE"
+  read -r big_e_rps _ big_e_p99 _ < <(wrkrun big-enter POST "$W/tokens-big-enter.txt" "$GW/api/v1/queues/big/enter")
+fi
+# The rest, after whoever entered through the gateway.
+seq_now=$($RC GET 'wr:{big}:seq'); have_now=$($RC ZCARD 'wr:{big}:waiting')
+if (( have_now < BIG )); then
+  python3 - "$seq_now" "$(( BIG - have_now ))" >"$W/fill-big.resp" <<'PY'
+import sys
+s, n = int(sys.argv[1]), int(sys.argv[2]); out = sys.stdout.buffer
+def cmd(*xs):
+    out.write(b"*%d\r\n" % len(xs))
+    for x in xs:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.write(b"$%d\r\n%s\r\n" % (len(x), x))
+for i in range(1, n + 1):
+    cmd(b"ZADD", b"wr:{big}:waiting", b"NX", s + i, b"bt-%d" % i)
+cmd(b"SET", b"wr:{big}:seq", s + n)
+PY
+  $RC --pipe <"$W/fill-big.resp" >>"$W/fill-big.log" 2>&1
+fi
+big_n=$($RC ZCARD 'wr:{big}:waiting')
+big_mem1=$($RC INFO memory | awk -F: '/^used_memory:/ {print $2+0}')
+big_mem_per=$(calc "round(($big_mem1 - $big_mem0) / max(1, $big_n), 1)")
+big_t_rps=0; big_t_p99='?'; big_cpp='?'; big_cpu='?'
+if have wrk; then
+  bgen=$($RC HGET 'wr:{big}:config' createdAtMs)
+  BSTRIDE=$(( BIG_PRE / 100000 ))
+  "$W/bin/loadgen" -mint 100000 -stride "$BSTRIDE" -user-prefix bm- -queue big -ticket-generation "$bgen" >"$W/tickets-big.txt"
+  curl -fsS "$GW/api/v1/queues/big/position" -H "Authorization: Bearer $(head -1 "$W/tickets-big.txt" | cut -d' ' -f1)" \
+    -H "X-Queue-Ticket: $(head -1 "$W/tickets-big.txt" | cut -d' ' -f2)" >/dev/null; sleep 0.5
+  TOKENS=$W/tickets-big.txt METHOD=GET WRK_THREADS=$WRK_T wrk -t$WRK_T -c$WRK_C -d14s -s deploy/bench/tokens.lua \
+    "$GW/api/v1/queues/big/position" >"$W/wrk-big-warm.txt" 2>&1
+  c0=$(cmdcalls); g0=$(awk '{print $14+$15}' /proc/$GWPID/stat)
+  say "wrk: ticket polls in a line of $big_n"
+  read -r big_t_rps _ big_t_p99 _ < <(wrkrun big-tickets GET "$W/tickets-big.txt" "$GW/api/v1/queues/big/position")
+  c1=$(cmdcalls); g1=$(awk '{print $14+$15}' /proc/$GWPID/stat)
+  big_reqs=$(awk '/requests in/ {print $1}' "$W/wrk-big-tickets.txt")
+  big_cpp=$(calc "round(($c1 - $c0 - 1) / max(1, ${big_reqs:-0}), 4)")
+  big_cpu=$(calc "round(($g1 - $g0) / $(getconf CLK_TCK) * 1000 / max(1, ${big_reqs:-0}) * 1000, 1)")
+fi
+say "a line of $big_n: enter $big_e_rps/s (p99 $big_e_p99), $big_mem_per bytes/person, ticket polls $big_t_rps/s (p99 $big_t_p99), $big_cpp commands/poll, gateway $big_cpu ms CPU per 1,000 polls"
+kill $GWPID 2>/dev/null; wait $GWPID 2>/dev/null
+$RC FLUSHALL >/dev/null
+if [[ ${BENCH_ONLY:-} == million ]]; then
+  say "BENCH_ONLY=million: BENCHMARKS.md not written"
+  exit 0
+fi
 
 # ---------------------------------------------------------------- 4. dispatcher
 say "dispatcher accuracy, ramp and failover"
@@ -365,6 +451,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | failover gap after SIGKILL of the leader (default lease 600 ms, tick 100 ms) | ${gap:-not seen} s | expected 0.4 to 0.7 s (lease - time since renewal + tick) | |
 | orders/s on one hot product row (BenchmarkPlaceOrderHotRow) | ${hot_ops} orders/s (p99 ${hot_p99} ms) | pgbench conditional UPDATE, 40 clients: ${pg_tps} tps | $(ratio "$hot_ops" "$pg_tps") |
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
+| one queue of ${big_n} people, one gateway, one Redis node | enter ${big_e_rps}/s (p99 ${big_e_p99}) into a line of ${BIG_PRE}; ${big_mem_per} bytes of Redis per person; ticket polls ${big_t_rps}/s (p99 ${big_t_p99}), ${big_cpp} Redis commands a poll, ${big_cpu} ms of gateway CPU per 1,000 polls | | see docs/SCALING.md |
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream (Go heap ${sse_heap}, goroutine stacks ${sse_stack}, ${sse_gor} goroutines a stream); lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |

@@ -134,13 +134,14 @@ func main() {
 	flag.BoolVar(&c.quiet, "quiet", false, "no progress line")
 	flag.Float64Var(&c.leave, "leave", 0, "share of users who leave the line at a random moment of the wait they were told (0..1)")
 	mint := flag.Int("mint", 0, "only write this many signed dev JWTs (one a line, users <user-prefix>0..N-1) to stdout and exit")
-	ticketGen := flag.Int64("ticket-generation", -1, "with -mint: after each JWT, a space and the queue ticket (dev key) of user i for place i+1 of -queue at this generation (its createdAtMs)")
+	ticketGen := flag.Int64("ticket-generation", -1, "with -mint: after each JWT, a space and the queue ticket (dev key) of the user for its place in -queue at this generation (its createdAtMs)")
+	stride := flag.Int("stride", 1, "with -mint: the i-th line is user <user-prefix>(i x stride), at place i x stride + 1")
 	flag.Parse()
 	if c.prefix == "" {
 		c.prefix = "lg" + strconv.FormatInt(time.Now().Unix(), 36) + "-"
 	}
 	if *mint > 0 {
-		os.Exit(mintTokens(*mint, c.prefix, c.queue, *ticketGen))
+		os.Exit(mintTokens(*mint, max(1, *stride), c.prefix, c.queue, *ticketGen))
 	}
 	os.Exit(run(c))
 }
@@ -787,10 +788,11 @@ func report(ctx context.Context, hc *http.Client, c cfg, users []*user, st *stat
 }
 
 // mintTokens writes n dev JWTs for bench tools (wrk reads them from a
-// file). With a generation (>= 0) each line also carries, after a space, the
-// user's queue ticket for place i+1 of queue q, signed with the key a dev
-// gateway derives (for a line the bench wrote straight into Redis).
-func mintTokens(n int, prefix, q string, generation int64) int {
+// file), of users prefix+(i x stride). With a generation (>= 0) each line
+// also carries, after a space, the user's queue ticket for place
+// i x stride + 1 of queue q, signed with the key a dev gateway derives (for
+// a line the bench wrote straight into Redis).
+func mintTokens(n, stride int, prefix, q string, generation int64) int {
 	ver, err := auth.NewVerifier(auth.DevSecret)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -806,7 +808,7 @@ func mintTokens(n int, prefix, q string, generation int64) int {
 	w := bufio.NewWriterSize(os.Stdout, 1<<20)
 	defer w.Flush()
 	for i := range n {
-		user := prefix + strconv.Itoa(i)
+		user := prefix + strconv.Itoa(i*stride)
 		t, err := ver.Mint(user, "", 6*time.Hour)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -815,7 +817,7 @@ func mintTokens(n int, prefix, q string, generation int64) int {
 		w.WriteString(t)
 		if tickets != nil {
 			w.WriteByte(' ')
-			w.WriteString(tickets.Sign(q, user, ticket.Place{Generation: generation, Seq: int64(i + 1)}))
+			w.WriteString(tickets.Sign(q, user, ticket.Place{Generation: generation, Seq: int64(i*stride + 1)}))
 		}
 		w.WriteByte('\n')
 	}
