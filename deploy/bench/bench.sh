@@ -475,6 +475,16 @@ nobody leaves the line):
 | bare net/http | ${b_rps} | ${b_p50} | ${b_p99} | ${b_bad} |
 | redis-benchmark EVALSHA position.lua | ${ev_rps} | | | |
 | redis-benchmark ZRANK | ${zr_rps} | | | |
+| gateway GET position with a ticket ($TN waiting) | ${t_rps} | ${t_p50} | ${t_p99} | ${t_bad} |
+
+Polls with tickets: a line of $TN written into Redis (queue \`tk\`, places
+1..$TN), \`bin/loadgen -mint $TN -user-prefix tk- -queue tk -ticket-generation <createdAtMs>\`
+(a JWT and that person's ticket a line; tokens.lua sends the ticket as
+X-Queue-Ticket), one untimed wrk pass so every JWT was verified once, then the
+measured run: ${t_cpp} Redis commands a poll (INFO commandstats, every
+command including those scripts run, before and after, over the run's
+requests) and ${t_front} of the polls answered from the frontier
+(\`waitingroom_gateway_position_reads_total{source="frontier"}\`).
 
 Raw redis-benchmark: \`${rb_eval}\` / \`${rb_zrank}\`.
 
@@ -549,6 +559,19 @@ user ids of ~15 bytes like the load generator's): **${mem_per} bytes per waiting
 user**, i.e. $(calc "round(($mem1-$mem0)/1048576,1)") MiB for a million.
 A waiting user has nothing else in Redis (token and status keys appear only
 at admission).
+
+## 5b. One queue of a million people
+
+One gateway, one redis-server, no dispatcher, queue \`big\`. ${BIG_PRE} places
+written into Redis (redis-cli --pipe); then \`$WRKCMD\` POST enter with fresh
+users for the wrk window (**${big_e_rps} enters/s, p99 ${big_e_p99}**, into a
+line of ${BIG_PRE}); then the rest written, to ${big_n}. Redis: **${big_mem_per}
+bytes a person** (used_memory before the first place and after the last, over
+${big_n}). Ticket polls from 100,000 people spread over the line
+(\`loadgen -mint 100000 -stride $(( BIG_PRE / 100000 )) -user-prefix bm- -queue big -ticket-generation <createdAtMs>\`),
+after one untimed pass: **${big_t_rps} polls/s, p99 ${big_t_p99}; ${big_cpp} Redis
+commands a poll; ${big_cpu} ms of gateway CPU per 1,000 polls** (utime+stime of the
+process over the run). docs/SCALING.md works out ten million from these.
 
 ## 6. Server-Sent Events
 
