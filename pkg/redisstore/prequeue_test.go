@@ -219,6 +219,24 @@ func TestDrawPlacesThePreQueueAheadOfLaterEntrants(t *testing.T) {
 	if _, stats, _ = s.Config(ctx, q); stats.Draw.State != queue.DrawDrawn || stats.Draw.Seed != w.Seed || stats.Draw.Placed != 19 || stats.Draw.DrawnAt.IsZero() {
 		t.Errorf("draw after finishing: %+v", stats.Draw)
 	}
+	// The number reserved for the one who left is an empty place: a leaver
+	// of the frontier's bins, so the later entrants' places count right.
+	if m := rdb.ZRangeWithScores(ctx, k.Left(), 0, -1).Val(); len(m) != 1 || m[0].Member != "20:" || m[0].Score != 20 {
+		t.Errorf("left after the draw: %v, want the unused number 20", m)
+	}
+	fs, err := s.Frontiers(ctx, []string{q})
+	if err != nil || fs[q] == nil || !fs[q].Usable || fs[q].Tail != 25 {
+		t.Fatalf("frontier after the draw: %+v %v, want usable with tail 25", fs[q], err)
+	}
+	if b := rdb.HGetAll(ctx, k.LeftBins()).Val(); len(b) != 2 || b["f1"] != "1" || b["c0"] != "1" {
+		t.Errorf("leftbins %v, want the one empty place in fine bin 1 and coarse bin 0", b)
+	}
+	// Within its bin of 16 the empty place is spread evenly: off by at most one.
+	for i, u := range late {
+		if want, got := int64(20+i), fs[q].Place(int64(21+i)); got < want || got > want+1 {
+			t.Errorf("frontier place of %s (seq %d): %d, want %d (or one more)", u, 21+i, got, want)
+		}
+	}
 
 	var admitted []string
 	for len(admitted) < 24 {
