@@ -252,6 +252,14 @@ func TestDrawPlacesThePreQueueAheadOfLaterEntrants(t *testing.T) {
 	if !slices.Equal(admitted, want) {
 		t.Errorf("admitted %v, want %v", admitted, want)
 	}
+	// The unused number left the bins and the leavers' set once passed,
+	// and is no leaver of the leave share (its person never had a place).
+	if r := rdb.HGet(ctx, k.Dispatch(), redisstore.DispatchFieldLeftResolved).Val(); r != "" && r != "0" {
+		t.Errorf("leftResolved %q after the draw's unused number was passed, want none", r)
+	}
+	if n, b := rdb.ZCard(ctx, k.Left()).Val(), rdb.HLen(ctx, k.LeftBins()).Val(); n != 0 || b != 0 {
+		t.Errorf("after everyone was admitted: %d in left, %d leaver bins; want 0 and 0", n, b)
+	}
 }
 
 // TestDrawResumedByANewLeaderKeepsTheOrder: a leader places part of the

@@ -226,15 +226,22 @@ if issued > 0 then
   -- admitted, or in left. Those leavers join leftResolved.
   -- They leave the leaver bins too.
   local before = '(' .. heads[2 * issued]
+  -- A draw's unused number ("<seq>:", nobody's place) is no leaver of the
+  -- leave share: its pre-queued person never had a place.
   local passed = redis.call('ZRANGEBYSCORE', prefix .. 'left', '-inf', before, 'WITHSCORES')
   if #passed > 0 then
-    local seqs = {}
-    for i = 2, #passed, 2 do
-      seqs[#seqs + 1] = tonumber(passed[i])
+    local seqs, leavers = {}, 0
+    for i = 1, #passed, 2 do
+      seqs[#seqs + 1] = tonumber(passed[i + 1])
+      if string.sub(passed[i], -1) ~= ':' then
+        leavers = leavers + 1
+      end
     end
     bins_add(prefix .. 'leftbins', seqs, -1)
     redis.call('ZREMRANGEBYSCORE', prefix .. 'left', '-inf', before)
-    redis.call('HINCRBY', KEYS[4], 'leftResolved', #seqs)
+    if leavers > 0 then
+      redis.call('HINCRBY', KEYS[4], 'leftResolved', leavers)
+    end
   end
 end
 for i = 1, issued do

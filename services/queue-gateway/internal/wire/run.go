@@ -58,9 +58,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 	// The admission frontier of every queue polled here, so a poll with a
 	// ticket far from the front costs Redis nothing.
-	frontiers := redisstore.NewFrontierCache(store, log, redisstore.FrontierOptions{})
+	m := NewMetrics(b.Registry)
+	frontiers := redisstore.NewFrontierCache(store, log, redisstore.FrontierOptions{Observe: m.FrontierRead})
 	b.Group.Go("frontier cache", frontiers.Run)
-	svc, err := app.New(store, signer, limits, configs, NewMetrics(b.Registry))
+	svc, err := app.New(store, signer, limits, configs, m)
 	if err != nil {
 		return nil, err
 	}
