@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
 
 // Builder is what a service's wire.New assembles the service with, so the
@@ -99,6 +101,30 @@ func (b *Builder) Broker(cfg config.AMQP, required bool) (*broker.Conn, error) {
 		b.Check("rabbitmq", func(context.Context) error { return conn.Healthy() })
 	}
 	return conn, nil
+}
+
+// Tickets builds what answers polls with queue tickets: the ticket
+// signer from TICKET_KEYS (or a key derived from the JWT secret) and the
+// admission frontier cache over store, run in the service's group, its read
+// rounds counted as waitingroom_<subsystem>_frontier_reads_total{outcome}.
+func (b *Builder) Tickets(cfg config.Tickets, a config.Auth, store *redisstore.Store, subsystem string) (*ticket.Signer, *redisstore.FrontierCache, error) {
+	signer, err := ticket.FromSettings(cfg.Keys, a.JWTSecret, auth.DevSecret, a.DevMode)
+	if err != nil {
+		return nil, nil, err
+	}
+	reads := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "waitingroom", Subsystem: subsystem, Name: "frontier_reads_total",
+		Help: "Rounds of reading the admission frontier of every queue polled with tickets (one script a queue), by outcome: ok or error. While they fail, ticket polls are answered by Redis."},
+		[]string{"outcome"})
+	b.Registry.MustRegister(reads)
+	frontiers := redisstore.NewFrontierCache(store, b.log, redisstore.FrontierOptions{Observe: func(_ int, _ time.Duration, err error) {
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		reads.WithLabelValues(outcome).Inc()
+	}})
+	b.Group.Go("frontier cache", frontiers.Run)
+	return signer, frontiers, nil
 }
 
 // Check adds a readiness check. It must come before Health.

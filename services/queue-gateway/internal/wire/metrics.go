@@ -13,8 +13,8 @@ import (
 // Metrics are the gateway's Prometheus series: app.Metrics for the
 // Service's requests.
 type Metrics struct {
-	enters, positions, reads, frontierReads *prometheus.CounterVec
-	challenges                              prometheus.Counter
+	enters, positions, reads *prometheus.CounterVec
+	challenges               prometheus.Counter
 }
 
 var _ app.Metrics = (*Metrics)(nil)
@@ -32,8 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "position_reads_total",
 		Help: "Position requests by where the answer came from: frontier (memory, a ticket far from the front) or store (Redis)."}, []string{"source"})
-	m.frontierReads = newFrontierReads(ns, sub)
-	reg.MustRegister(m.enters, m.positions, m.challenges, m.reads, m.frontierReads)
+	reg.MustRegister(m.enters, m.positions, m.challenges, m.reads)
 	return m
 }
 
@@ -79,19 +78,4 @@ func (c *queueLengths) Collect(ch chan<- prometheus.Metric) {
 	for id, v := range n {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(v), id)
 	}
-}
-
-func newFrontierReads(ns, sub string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "frontier_reads_total",
-		Help: "Rounds of reading the admission frontier of every queue polled with tickets (one script a queue), by outcome: ok or error. While they fail, ticket polls are answered by Redis."}, []string{"outcome"})
-}
-
-// FrontierRead counts one round of the frontier cache's reads
-// (redisstore.FrontierOptions.Observe).
-func (m *Metrics) FrontierRead(_ int, _ time.Duration, err error) {
-	outcome := "ok"
-	if err != nil {
-		outcome = "error"
-	}
-	m.frontierReads.WithLabelValues(outcome).Inc()
 }

@@ -5,10 +5,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
-	"github.com/waitingroom/waitingroom/pkg/ticket"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/httpapi"
 )
@@ -52,16 +50,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	// still answers (BYPASS) while Redis is down.
 	configs := redisstore.NewConfigCache(store, time.Second)
 	b.Group.Go("config cache", configs.Run)
-	tickets, err := ticket.FromSettings(cfg.Tickets.Keys, cfg.JWTSecret, auth.DevSecret, cfg.DevMode)
+	// The admission frontier of every queue polled here, so a poll with a
+	// ticket far from the front costs Redis nothing.
+	tickets, frontiers, err := b.Tickets(cfg.Tickets, cfg.Auth, store, "gateway")
 	if err != nil {
 		return nil, err
 	}
-	// The admission frontier of every queue polled here, so a poll with a
-	// ticket far from the front costs Redis nothing.
-	m := NewMetrics(b.Registry)
-	frontiers := redisstore.NewFrontierCache(store, log, redisstore.FrontierOptions{Observe: m.FrontierRead})
-	b.Group.Go("frontier cache", frontiers.Run)
-	svc, err := app.New(store, signer, limits, configs, m)
+	svc, err := app.New(store, signer, limits, configs, NewMetrics(b.Registry))
 	if err != nil {
 		return nil, err
 	}
