@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,58 +17,150 @@ import (
 // streams serves GET /api/v1/queues/{queueId}/events. It runs after the
 // auth middleware (which accepts ?access_token=, as EventSource cannot send
 // headers).
+//
+// The handler takes the connection over from net/http at once, which lets
+// go of its per-connection buffers, its background read and the handler's
+// goroutine, and leaves the rest to shared goroutines: an opener
+// subscribes and writes the answer (open.go), the writers write live
+// frames and heartbeats, and the watcher notices clients leaving
+// (conn.go). An open stream holds no goroutine and no buffer of its own,
+// and a crowd that connects at once waits as small records, not as
+// handlers holding their buffers while the store answers. A connection
+// that cannot be taken over (HTTP/2, TLS, a test's recorder) is served by
+// its handler goroutine through net/http (serveHere).
 type streams struct {
 	svc *stream.Service
 	o   stream.Options
+
+	openers openers
+	writers writers
+	watch   watcher
 }
 
 func (h *streams) handle(c *gin.Context) {
 	p, _ := auth.FromContext(c)
-	sub, err := h.svc.Subscribe(c, stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP()})
+	req := stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP()}
+	if !hijackable(c) {
+		h.serveHere(c, req)
+		return
+	}
+	hdr := c.Writer.Header().Clone() // the middleware's (CORS)
+	nc, _, err := c.Writer.Hijack()
+	if err != nil {
+		fail(c, fmt.Errorf("httpapi: take the stream's connection over: %w", err))
+		return
+	}
+	h.openers.push(&opening{h: h, nc: nc, r: c.Request, hdr: hdr, req: req})
+}
+
+// hijackable tells whether the request's connection can be taken over:
+// HTTP/1 without TLS, on a net/http connection (gin's own Hijack assumes
+// one).
+func hijackable(c *gin.Context) bool {
+	if c.Request.ProtoMajor != 1 || c.Request.TLS != nil {
+		return false
+	}
+	u, ok := c.Writer.(interface{ Unwrap() http.ResponseWriter })
+	if !ok {
+		return false
+	}
+	_, ok = u.Unwrap().(http.Hijacker)
+	return ok
+}
+
+// setStreamHeaders sets the headers of a 200 event stream.
+func setStreamHeaders(hdr http.Header) {
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+}
+
+// appendOpening appends the stream's first frames: the reconnect delay
+// for EventSource, then the opening frames.
+func (h *streams) appendOpening(b []byte, sub *stream.Subscription) []byte {
+	b = append(b, "retry: "...)
+	b = strconv.AppendInt(b, h.o.Retry.Milliseconds(), 10)
+	b = append(b, "\n\n"...)
+	for _, m := range sub.First {
+		b = appendFrame(b, m)
+	}
+	return b
+}
+
+// appendFrame appends m as an SSE frame.
+func appendFrame(b []byte, m hub.Message) []byte {
+	b = append(b, "event: "...)
+	b = append(b, m.Event...)
+	b = append(b, '\n')
+	if m.ID != "" {
+		b = append(b, "id: "...)
+		b = append(b, m.ID...)
+		b = append(b, '\n')
+	}
+	b = append(b, "data: "...)
+	b = append(b, m.Data...)
+	return append(b, "\n\n"...)
+}
+
+// heartbeat is the comment that keeps proxies from closing an idle stream.
+const heartbeat = ": heartbeat\n\n"
+
+// serveHere serves a stream from its handler goroutine through net/http,
+// each frame flushed with its own write deadline. The server's timeouts do
+// not end the stream: the per-frame deadline replaces HTTP_WRITE_TIMEOUT,
+// and net/http lifts the read deadline once the request is read, to watch
+// for the client leaving (setting one here would cancel the request when
+// it passed, golang/go#70834).
+func (h *streams) serveHere(c *gin.Context, req stream.Request) {
+	sub, err := h.svc.Subscribe(c, req)
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	defer sub.Close()
-
-	hdr := c.Writer.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Connection", "keep-alive")
-	hdr.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	setStreamHeaders(c.Writer.Header())
+	c.Header("Connection", "keep-alive")
 	c.Status(http.StatusOK)
-	// The server's timeouts must not end the stream. HTTP_WRITE_TIMEOUT
-	// does not: every frame below sets its own write deadline, which
-	// replaces the server's. HTTP_READ_TIMEOUT does not either: net/http
-	// lifts the read deadline once the request is read, to watch for the
-	// client leaving. Setting one here would cancel the request when it
-	// passed (golang/go#70834), so the stream leaves it alone.
-	w := &writer{rc: http.NewResponseController(c.Writer), w: c.Writer, timeout: h.o.WriteTimeout}
-	if err := w.raw(fmt.Sprintf("retry: %d\n\n", h.o.Retry.Milliseconds())); err != nil {
+	rc := http.NewResponseController(c.Writer)
+	write := func(b []byte) error {
+		_ = rc.SetWriteDeadline(time.Now().Add(h.o.WriteTimeout))
+		if _, err := c.Writer.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if write(h.appendOpening(nil, sub)) != nil {
 		return
 	}
-	for _, m := range sub.First {
-		if w.send(m) != nil {
-			return
-		}
-	}
-
+	s := &inHandler{ready: make(chan struct{}, 1), gone: make(chan struct{})}
+	sub.Attach(s)
 	beat := time.NewTicker(h.o.Heartbeat)
 	defer beat.Stop()
+	var buf []byte
 	for {
 		select {
 		case <-c.Request.Context().Done():
 			return
-		case <-sub.Gone:
+		case <-s.gone:
 			return
-		case m := <-sub.C:
-			if err := w.send(m); err != nil {
+		case <-s.ready:
+			msgs := sub.Take()
+			buf = buf[:0]
+			for _, m := range msgs {
+				buf = appendFrame(buf, m)
+			}
+			if len(buf) == 0 {
+				continue
+			}
+			if err := write(buf); err != nil {
 				sub.WriteFailed()
 				return
 			}
-			sub.Delivered(m)
+			for _, m := range msgs {
+				sub.Delivered(m)
+			}
 		case <-beat.C:
-			if w.raw(": heartbeat\n\n") != nil {
+			if write([]byte(heartbeat)) != nil {
 				sub.WriteFailed()
 				return
 			}
@@ -74,26 +168,18 @@ func (h *streams) handle(c *gin.Context) {
 	}
 }
 
-// writer writes SSE frames, each with a deadline: a client whose socket
-// takes nothing for that long is gone.
-type writer struct {
-	rc      *http.ResponseController
-	w       http.ResponseWriter
-	timeout time.Duration
+// inHandler is the hub.Sink of a stream its handler goroutine serves.
+type inHandler struct {
+	ready chan struct{} // one pending wake-up is enough: Take takes all
+	gone  chan struct{}
+	once  sync.Once
 }
 
-func (w *writer) raw(s string) error {
-	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
-	if _, err := w.w.Write([]byte(s)); err != nil {
-		return err
+func (s *inHandler) Ready() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
 	}
-	return w.rc.Flush()
 }
 
-func (w *writer) send(m hub.Message) error {
-	frame := "event: " + m.Event + "\n"
-	if m.ID != "" {
-		frame += "id: " + m.ID + "\n"
-	}
-	return w.raw(frame + "data: " + string(m.Data) + "\n\n")
-}
+func (s *inHandler) Closed() { s.once.Do(func() { close(s.gone) }) }

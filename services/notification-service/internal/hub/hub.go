@@ -31,20 +31,33 @@ type Message struct {
 	At time.Time
 }
 
-// Stream is one open connection of one user to one queue.
+// Stream is one open connection of one user to one queue: a bounded
+// mailbox of messages, emptied by the Sink the HTTP port attaches, which
+// writes them out. No goroutine waits on a stream: the sink is told when
+// messages wait (Ready) and when the hub drops the stream (Closed).
 type Stream struct {
 	Queue, User, IP string
 	// client is what the per-address cap counts IP under (clientkey.Of).
 	client string
-	// C carries the stream's messages; the handler writes them out.
-	C chan Message
-	// Gone is closed when the hub drops the stream (slow reader, shutdown).
-	Gone chan struct{}
-	once sync.Once
+	limit  int
+
+	mu     sync.Mutex
+	queue  []Message // waiting to be taken, at most limit; nil when empty
+	sink   Sink
+	closed bool
 	// admitted remembers the token ids already announced on this stream, so
 	// the event and the position tick's safety net never announce one twice.
-	mu       sync.Mutex
 	admitted map[string]bool
+}
+
+// Sink takes a stream's messages out (the HTTP port's connection). Its
+// methods are called from whoever offers or closes, and must not block.
+type Sink interface {
+	// Ready: messages wait on the stream (Take them).
+	Ready()
+	// Closed: the stream is closed (slow reader, shutdown, Close); its
+	// messages will not be taken.
+	Closed()
 }
 
 // MarkAdmitted records that tokenID was announced; false if it already was.
@@ -54,11 +67,59 @@ func (s *Stream) MarkAdmitted(tokenID string) bool {
 	if s.admitted[tokenID] {
 		return false
 	}
+	if s.admitted == nil {
+		s.admitted = map[string]bool{}
+	}
 	s.admitted[tokenID] = true
 	return true
 }
 
-func (s *Stream) drop() { s.once.Do(func() { close(s.Gone) }) }
+// Attach hands the stream to sink: Ready at once if messages already wait,
+// Closed at once if the stream was closed before.
+func (s *Stream) Attach(sink Sink) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		sink.Closed()
+		return
+	}
+	s.sink = sink
+	waiting := len(s.queue) > 0
+	s.mu.Unlock()
+	if waiting {
+		sink.Ready()
+	}
+}
+
+// Take removes and returns the messages waiting, oldest first.
+func (s *Stream) Take() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue = nil
+	return q
+}
+
+// Closed reports whether the stream was closed.
+func (s *Stream) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *Stream) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed, s.queue = true, nil
+	sink := s.sink
+	s.mu.Unlock()
+	if sink != nil {
+		sink.Closed()
+	}
+}
 
 type key struct{ queue, user string }
 
@@ -119,7 +180,7 @@ func (h *Hub) Open(queue, user, ip string) (*Stream, error) {
 	if h.maxPerUser > 0 && h.perUser[user] >= h.maxPerUser {
 		return nil, ErrUserCap
 	}
-	s := &Stream{Queue: queue, User: user, IP: ip, client: client, C: make(chan Message, h.buffer), Gone: make(chan struct{}), admitted: map[string]bool{}}
+	s := &Stream{Queue: queue, User: user, IP: ip, client: client, limit: h.buffer}
 	k := key{queue, user}
 	if h.streams[k] == nil {
 		h.streams[k] = map[*Stream]struct{}{}
@@ -131,13 +192,21 @@ func (h *Hub) Open(queue, user, ip string) (*Stream, error) {
 	return s, nil
 }
 
-// Close unregisters a stream (the handler calls it when the stream ends).
+// Close unregisters a stream and tells its sink; closing it again changes
+// nothing.
 func (h *Hub) Close(s *Stream) {
+	if h.unregister(s) {
+		s.close()
+	}
+}
+
+// unregister takes s out of the indexes; false if it was not in them.
+func (h *Hub) unregister(s *Stream) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := key{s.Queue, s.User}
 	if _, ok := h.streams[k][s]; !ok {
-		return
+		return false
 	}
 	delete(h.streams[k], s)
 	if len(h.streams[k]) == 0 {
@@ -150,7 +219,7 @@ func (h *Hub) Close(s *Stream) {
 		delete(h.perUser, s.User)
 	}
 	h.total--
-	s.drop()
+	return true
 }
 
 // Len is the number of open streams.
@@ -160,14 +229,25 @@ func (h *Hub) Len() int {
 	return h.total
 }
 
-// Offer puts m on s without blocking; false when the buffer is full.
+// Offer puts m on s without blocking and tells its sink; false when the
+// buffer is full. A closed stream takes nothing and is not full.
 func Offer(s *Stream, m Message) bool {
-	select {
-	case s.C <- m:
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
 		return true
-	default:
+	}
+	if len(s.queue) >= s.limit {
+		s.mu.Unlock()
 		return false
 	}
+	s.queue = append(s.queue, m)
+	sink := s.sink
+	s.mu.Unlock()
+	if sink != nil {
+		sink.Ready()
+	}
+	return true
 }
 
 // Users lists, per queue, the users with at least one open stream.

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -91,5 +92,104 @@ func TestIPCapCountsByClientKey(t *testing.T) {
 				t.Fatalf("open after a close from %s: %v", last.IP, err)
 			}
 		})
+	}
+}
+
+// sink counts what a stream tells it.
+type sink struct {
+	mu            sync.Mutex
+	ready, closed int
+}
+
+func (s *sink) Ready()  { s.mu.Lock(); s.ready++; s.mu.Unlock() }
+func (s *sink) Closed() { s.mu.Lock(); s.closed++; s.mu.Unlock() }
+
+func (s *sink) counts() (ready, closed int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ready, s.closed
+}
+
+func events(ms []hub.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Event)
+	}
+	return out
+}
+
+// A stream is a mailbox of at most the buffer's messages: Offer refuses
+// the one past it, Take empties it in order, and the attached sink hears
+// of every message and of the close, once.
+func TestStreamMailbox(t *testing.T) {
+	h := hub.New(3, 0)
+	s, err := h.Open("q", "ann", "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before a sink is attached, messages wait.
+	for _, e := range []string{"a", "b"} {
+		if !hub.Offer(s, hub.Message{Event: e}) {
+			t.Fatalf("offer %s refused", e)
+		}
+	}
+	var k sink
+	s.Attach(&k)
+	if r, c := k.counts(); r != 1 || c != 0 {
+		t.Fatalf("attached with 2 waiting: ready %d closed %d, want 1 and 0", r, c)
+	}
+	if !hub.Offer(s, hub.Message{Event: "c"}) || hub.Offer(s, hub.Message{Event: "d"}) {
+		t.Fatal("the third message must be taken and the fourth refused (buffer of 3)")
+	}
+	if got := events(s.Take()); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("took %v, want [a b c]", got)
+	}
+	if got := s.Take(); got != nil {
+		t.Fatalf("took %v from an empty stream, want nothing", got)
+	}
+	if !hub.Offer(s, hub.Message{Event: "e"}) {
+		t.Fatal("offer after a take refused")
+	}
+	if r, _ := k.counts(); r != 3 {
+		t.Fatalf("ready %d times, want 3 (the attach and two offers)", r)
+	}
+
+	h.Close(s)
+	h.Close(s)
+	if r, c := k.counts(); r != 3 || c != 1 || !s.Closed() || h.Len() != 0 {
+		t.Fatalf("after two closes: ready %d closed %d, Closed %v, hub holds %d; want 3, 1, true, 0", r, c, s.Closed(), h.Len())
+	}
+	// A closed stream takes nothing, and is not full: no slow drop for it.
+	if !hub.Offer(s, hub.Message{Event: "f"}) || s.Take() != nil {
+		t.Fatal("a closed stream took a message")
+	}
+	// A sink attached after the close hears of it at once.
+	var late sink
+	s.Attach(&late)
+	if r, c := late.counts(); r != 0 || c != 1 {
+		t.Fatalf("attached after the close: ready %d closed %d, want 0 and 1", r, c)
+	}
+}
+
+// Shut closes every stream's sink and refuses new streams.
+func TestShutClosesEverySink(t *testing.T) {
+	h := hub.New(4, 0)
+	sinks := make([]*sink, 10)
+	for i := range sinks {
+		s, err := h.Open("q", fmt.Sprint("u", i), "192.0.2.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks[i] = &sink{}
+		s.Attach(sinks[i])
+	}
+	h.Shut()
+	for i, k := range sinks {
+		if _, c := k.counts(); c != 1 {
+			t.Errorf("sink %d closed %d times, want 1", i, c)
+		}
+	}
+	if _, err := h.Open("q", "late", "192.0.2.1"); !errors.Is(err, hub.ErrShut) || h.Len() != 0 {
+		t.Fatalf("open after Shut: %v, hub holds %d; want ErrShut and 0", err, h.Len())
 	}
 }

@@ -11,14 +11,10 @@ import (
 func drain(t *testing.T, sub *Subscription) []frame {
 	t.Helper()
 	var out []frame
-	for {
-		select {
-		case m := <-sub.C:
-			out = append(out, frameOf(t, m))
-		default:
-			return out
-		}
+	for _, m := range sub.Take() {
+		out = append(out, frameOf(t, m))
 	}
+	return out
 }
 
 func TestAdmittedAnnouncesEachTokenOncePerStream(t *testing.T) {
@@ -60,9 +56,7 @@ func TestAdmittedDropsAStreamThatDoesNotRead(t *testing.T) {
 	slow := f.open(t, "ann", "192.0.2.1")[0]
 	f.svc.Admitted("q1", "ann", "tok-1", time.Now(), time.Now(), time.Now()) // fills the buffer of one
 	f.svc.Admitted("q1", "ann", "tok-2", time.Now(), time.Now(), time.Now()) // finds it full
-	select {
-	case <-slow.Gone:
-	default:
+	if !slow.Closed() {
 		t.Fatal("the full stream is still open")
 	}
 	if want, got := map[string]int{"dropped/slow": 1}, f.rec.snapshot(); f.hub.Len() != 0 || !maps.Equal(got, want) {
@@ -121,9 +115,7 @@ func TestPositionRoundDropsAFullStream(t *testing.T) {
 	ann := f.open(t, "ann", "192.0.2.1")[0]
 	f.svc.round(context.Background()) // fills ann's buffer of one
 	f.svc.round(context.Background()) // finds it full
-	select {
-	case <-ann.Gone:
-	default:
+	if !ann.Closed() {
 		t.Fatal("the full stream is still open")
 	}
 	if want, got := map[string]int{"dropped/slow": 1}, f.rec.snapshot(); f.hub.Len() != 0 || !maps.Equal(got, want) {

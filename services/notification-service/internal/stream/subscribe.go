@@ -30,16 +30,13 @@ type Request struct {
 }
 
 // Subscription is an open stream: the frames it opens with, then the live
-// ones. Close it when the client is gone.
+// ones, which wait in the hub until the sink Attached takes them. Close
+// it when the client is gone.
 type Subscription struct {
 	// First are the opening frames: the admission, when the user's token
 	// is out (a reconnecting client learns of one it missed while away),
 	// then the position.
 	First []hub.Message
-	// C carries the live messages.
-	C <-chan hub.Message
-	// Gone is closed when the stream is dropped (slow reader, shutdown).
-	Gone <-chan struct{}
 
 	svc *Service
 	st  *hub.Stream
@@ -75,7 +72,7 @@ func (s *Service) subscribe(ctx context.Context, r Request) (*Subscription, erro
 		return nil, err
 	}
 	now := time.Now()
-	sub := &Subscription{C: hs.C, Gone: hs.Gone, svc: s, st: hs}
+	sub := &Subscription{svc: s, st: hs}
 	if st.State == queue.Admitted && st.Token != nil && hs.MarkAdmitted(st.Token.ID) {
 		sub.First = append(sub.First, admittedMessage(r.Queue, st.Token.ID, st.Token.ActivateAt, st.Token.ExpiresAt, now))
 	}
@@ -103,6 +100,16 @@ func reason(err error) string {
 		return "unavailable"
 	}
 }
+
+// Attach hands the live messages to w: w.Ready when some wait (Take them),
+// w.Closed once the stream is dropped (slow reader, shutdown) or closed.
+func (sub *Subscription) Attach(w hub.Sink) { sub.st.Attach(w) }
+
+// Take removes and returns the live messages waiting, oldest first.
+func (sub *Subscription) Take() []hub.Message { return sub.st.Take() }
+
+// Closed reports whether the stream was dropped or closed.
+func (sub *Subscription) Closed() bool { return sub.st.Closed() }
 
 // Delivered counts a live message written to the client.
 func (sub *Subscription) Delivered(m hub.Message) {

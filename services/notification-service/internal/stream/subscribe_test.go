@@ -177,7 +177,7 @@ func TestSubscribeOpensWith(t *testing.T) {
 			// The announced token is not announced again on this stream.
 			if c.admitted != "" {
 				f.svc.Admitted("q1", "ann", c.admitted, tok.ActivateAt, tok.ExpiresAt, tok.ActivateAt)
-				if n := len(sub.C); n != 0 {
+				if n := len(sub.Take()); n != 0 {
 					t.Fatalf("%d messages after the event of the token the stream opened with, want 0", n)
 				}
 			}
