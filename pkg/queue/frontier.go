@@ -45,7 +45,8 @@ type Frontier struct {
 	FirstLeft int64
 	// Fine[i] counts the leavers of fine bin FineFrom+i; Coarse[i] those
 	// of coarse bin CoarseFrom+i. The fine bins run from Last's up to a
-	// coarse bin's start, where the coarse ones take over; Beyond counts
+	// coarse bin's start (or the tail's, for a short line), where the
+	// coarse ones take over; Beyond counts
 	// the leavers after the last coarse bin read (a line longer than the
 	// read covers), spread evenly up to Tail.
 	FineFrom   int64

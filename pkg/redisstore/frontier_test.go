@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -255,4 +256,54 @@ func TestFrontierAccuracyWhileAdmittingAndLeaving(t *testing.T) {
 	}
 	t.Logf("%d samples within max(1, 1 %%) of ZRANK; worst %.3f %% (at place %d); %d raced with a tick, %d near the front; %d admitted meanwhile",
 		checked, 100*worst, worstAt, raced, exact, issued)
+}
+
+// TestFrontierCacheOverTwoHundredQueues: one cache tracking 200 queues
+// reads them all in one pipelined round; every one is fresh after it, with
+// its own line's figures, and a queue deleted meanwhile is not answered
+// from a frontier for long.
+func TestFrontierCacheOverTwoHundredQueues(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	const n = 200
+	qs := make([]string, n)
+	for i := range qs {
+		qs[i] = newQueue(t, s, nil)
+		for j := range i%5 + 1 {
+			if _, err := s.Enter(ctx, qs[i], fmt.Sprintf("u%d", j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var rounds []time.Duration
+	var mu sync.Mutex
+	c := redisstore.NewFrontierCache(s, slog.New(slog.NewTextHandler(io.Discard, nil)), redisstore.FrontierOptions{
+		Observe: func(queues int, d time.Duration, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && queues == n {
+				rounds = append(rounds, d)
+			}
+		}})
+	for _, q := range qs {
+		c.Lookup(q)
+	}
+	c.Refresh(ctx)
+	for i, q := range qs {
+		f := c.Lookup(q)
+		if f == nil || f.Waiting != int64(i%5+1) || f.Tail != int64(i%5+1) || !f.Usable {
+			t.Fatalf("queue %d after one round: %+v", i, f)
+		}
+	}
+	for range 9 {
+		c.Refresh(ctx)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rounds) != 10 {
+		t.Fatalf("%d rounds over all %d queues, want 10", len(rounds), n)
+	}
+	slices.Sort(rounds)
+	t.Logf("a round over %d queues: median %s, slowest %s", n, rounds[5].Round(time.Microsecond), rounds[9].Round(time.Microsecond))
 }

@@ -46,7 +46,8 @@ local function read_bins(prefix, from, to)
   end
   return counts, sum
 end
-local fine, fine_sum = read_bins('f', first, fine_end / FINE_BIN)
+-- No bin past the tail's is read: a short line reads a few fields.
+local fine, fine_sum = read_bins('f', first, math.min(fine_end / FINE_BIN, math.floor(tail / FINE_BIN) + 1))
 local coarse_from = fine_end / COARSE_BIN
 local coarse_to = math.max(coarse_from, math.floor(tail / COARSE_BIN) + 1)
 local capped = coarse_to - coarse_from > tonumber(ARGV[2])
