@@ -22,6 +22,8 @@ var problems = httpserver.NewProblems(
 	httpserver.Is(stream.ErrInvalidQueue, problem.New(http.StatusBadRequest, problem.TypeInvalidQueueID, "not a valid queue id")),
 	httpserver.Is(stream.ErrForeignUser, problem.New(http.StatusForbidden, problem.TypeForbidden,
 		"a stream can only be opened for the token's own user")),
+	httpserver.Is(stream.ErrTicketInvalid, problem.New(http.StatusForbidden, problem.TypeTicketInvalid,
+		"the ticket was not issued to you for this queue: open the stream without it, or with the one your last position answer gave")),
 	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
 	httpserver.Is(stream.ErrUnavailable, problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
 		"the waiting room's store is not answering").WithRetryAfter(2*time.Second)),

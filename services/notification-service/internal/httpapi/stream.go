@@ -39,7 +39,7 @@ type streams struct {
 
 func (h *streams) handle(c *gin.Context) {
 	p, _ := auth.FromContext(c)
-	req := stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP()}
+	req := stream.Request{Queue: c.Param("queueId"), User: p.UserID, ForUser: c.Query("userId"), ClientIP: c.ClientIP(), Ticket: c.Query("ticket")}
 	if !hijackable(c) {
 		h.serveHere(c, req)
 		return

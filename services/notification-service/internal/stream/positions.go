@@ -27,20 +27,38 @@ func (s *Service) RunPositions(ctx context.Context) {
 
 // round is one period of RunPositions, over every queue with a stream open.
 func (s *Service) round(ctx context.Context) {
-	for q, users := range s.hub.Users() {
+	open := s.hub.Users()
+	s.places.keepOnly(open)
+	for q, users := range open {
 		s.positions(ctx, q, users)
 	}
 }
 
+// positions sends users of q their position: from the admission frontier
+// for those whose ticket's place is far from the front, from one pipelined
+// store read for the rest.
 func (s *Service) positions(ctx context.Context, q string, users []string) {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	sts, err := s.pos.PositionMany(rctx, q, users)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("position round", "queue", q, "users", len(users), "err", err)
+	sts := make(map[string]queue.Standing, len(users))
+	var ask []string
+	for _, u := range users {
+		if st, ok := s.fromFrontier(q, u); ok {
+			sts[u] = st
+		} else {
+			ask = append(ask, u)
 		}
-		return
+	}
+	if len(ask) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		read, err := s.pos.PositionMany(rctx, q, ask)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("position round", "queue", q, "users", len(ask), "err", err)
+			}
+		}
+		for u, st := range read {
+			sts[u] = st
+		}
 	}
 	at := time.Now()
 	for user, st := range sts {

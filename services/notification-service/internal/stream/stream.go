@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/ticket"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 )
 
@@ -71,6 +72,10 @@ type Service struct {
 	log *slog.Logger
 	m   Metrics
 	o   Options
+
+	tickets   *ticket.Signer
+	frontiers Frontiers
+	places    places
 }
 
 // New returns a Service; a nil m records nothing.

@@ -17,6 +17,9 @@ var (
 	ErrForeignUser  = errors.New("stream: a stream can only be opened for the token's own user")
 	// ErrUnavailable wraps the store's error: the standing could not be read.
 	ErrUnavailable = errors.New("stream: the position store is not answering")
+	// ErrTicketInvalid: the queue ticket shown was not issued to this
+	// user for this queue.
+	ErrTicketInvalid = errors.New("stream: queue ticket not valid for this queue and user")
 )
 
 // Request asks for a stream.
@@ -27,6 +30,10 @@ type Request struct {
 	User, ForUser string
 	// ClientIP is the client's address, for the per-address cap.
 	ClientIP string
+	// Ticket is the user's queue ticket (?ticket=), or empty: with one,
+	// the stream's positions come from the admission frontier while the
+	// place is far from the front.
+	Ticket string
 }
 
 // Subscription is an open stream: the frames it opens with, then the live
@@ -60,7 +67,18 @@ func (s *Service) subscribe(ctx context.Context, r Request) (*Subscription, erro
 	if r.ForUser != "" && r.ForUser != r.User {
 		return nil, ErrForeignUser
 	}
-	st, err := s.pos.Position(ctx, r.Queue, r.User)
+	if r.Ticket != "" && s.tickets != nil {
+		pl, err := s.tickets.Check(r.Queue, r.User, r.Ticket)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrTicketInvalid, err)
+		}
+		s.places.set(r.Queue, r.User, pl)
+	}
+	st, ok := s.fromFrontier(r.Queue, r.User)
+	var err error
+	if !ok {
+		st, err = s.pos.Position(ctx, r.Queue, r.User)
+	}
 	switch {
 	case errors.Is(err, queue.ErrNotFound):
 		return nil, fmt.Errorf("stream: %w", err)
@@ -80,14 +98,16 @@ func (s *Service) subscribe(ctx context.Context, r Request) (*Subscription, erro
 	return sub, nil
 }
 
-// reason is a refusal's label: invalid, foreign, not_found, unavailable,
-// shutting_down, user_cap or ip_cap.
+// reason is a refusal's label: invalid, foreign, ticket, not_found,
+// unavailable, shutting_down, user_cap or ip_cap.
 func reason(err error) string {
 	switch {
 	case errors.Is(err, ErrInvalidQueue):
 		return "invalid"
 	case errors.Is(err, ErrForeignUser):
 		return "foreign"
+	case errors.Is(err, ErrTicketInvalid):
+		return "ticket"
 	case errors.Is(err, queue.ErrNotFound):
 		return "not_found"
 	case errors.Is(err, hub.ErrShut):

@@ -26,6 +26,7 @@ type Config struct {
 	config.Auth
 	config.Proxies
 	config.CORS
+	config.Tickets
 	// MaxStreamsPerIP caps open streams per client address; 0 = no cap.
 	MaxStreamsPerIP int `env:"SSE_MAX_STREAMS_PER_IP" envDefault:"20"`
 	// MaxStreamsPerUser caps one user's open streams over all queues on

@@ -39,9 +39,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	// The queue configs in memory, so a queue that fails OPEN is known as
 	// such while Redis is away.
 	configs := redisstore.NewConfigCache(store, time.Second)
+	// The admission frontier of every queue with a stream here: the
+	// positions of streams with a ticket far from the front cost Redis
+	// nothing.
+	tickets, frontiers, err := b.Tickets(cfg.Tickets, cfg.Auth, store, "sse")
+	if err != nil {
+		return nil, err
+	}
 	svc := stream.New(h, failOpen{Positions: store, cache: configs}, log, NewMetrics(b.Registry, h), stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
-	})
+	}).WithTickets(tickets, frontiers)
 	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {

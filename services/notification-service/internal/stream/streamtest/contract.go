@@ -40,10 +40,13 @@ func waiting(q string, pos, total int64) queue.Standing {
 }
 
 // sameStanding compares standings, the token by value and its times by
-// instant, leaving out MeasuredRate (see RunPositionsContract).
+// instant, leaving out MeasuredRate (see RunPositionsContract) and the
+// place's sequence number and the queue's generation: what a ticket binds,
+// which the gateway's reads return and this service's port does not use.
 func sameStanding(a, b queue.Standing) bool {
 	ta, tb := a.Token, b.Token
 	a.Token, b.Token, a.MeasuredRate, b.MeasuredRate = nil, nil, 0, 0
+	a.Seq, b.Seq, a.Generation, b.Generation = 0, 0, 0, 0
 	if a != b || (ta == nil) != (tb == nil) {
 		return false
 	}
