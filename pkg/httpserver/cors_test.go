@@ -16,7 +16,7 @@ const page = "https://page.example"
 func TestCORS(t *testing.T) {
 	const (
 		methods = "GET,POST,PUT,DELETE,OPTIONS"
-		headers = "Authorization,Content-Type,X-Entry-Token,Idempotency-Key,Last-Event-Id"
+		headers = "Authorization,Content-Type,X-Entry-Token,Idempotency-Key,Last-Event-Id,X-Enter-Challenge,X-Queue-Ticket"
 		exposed = "Retry-After,Location,Idempotent-Replayed"
 	)
 	for _, tc := range []struct {
