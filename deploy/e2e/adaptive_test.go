@@ -33,7 +33,10 @@ type buyerTally struct {
 
 // TestAdaptiveAdmissionFollowsASlowDatabase is the adaptive drill: two
 // queues side by side on one order-service, one ADAPTIVE between 3/s and
-// 30/s (p95 target 500 ms), one FIXED at 30/s; every admitted person orders
+// 30/s (p95 target 1.5 s: the fault's p95 is several seconds, while this
+// machine's own load under make test already takes a healthy order path's
+// p95 to 0.8-0.9 s, which a 500 ms target read as a slow database and kept
+// the rate down after the fault ended), one FIXED at 30/s; every admitted person orders
 // at once, once (a 503 or a 6 s timeout and they walk away). The
 // order-service's database is reached through a proxy that adds 300 ms to
 // every round trip for 20 s. The ADAPTIVE queue's effective rate falls
@@ -50,7 +53,7 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	}})
 
 	knobs := map[string]any{"admissionRatePerSec": maxRate, "activationSpreadMs": 0, "tokenTtlSeconds": int(drillTTL.Seconds()), "maxWaitSeconds": 600}
-	adaptiveKnobs := map[string]any{"admissionMode": "ADAPTIVE", "minAdmissionRatePerSec": 3, "maxAdmissionRatePerSec": maxRate, "targetOrderLatencyMs": 500}
+	adaptiveKnobs := map[string]any{"admissionMode": "ADAPTIVE", "minAdmissionRatePerSec": 3, "maxAdmissionRatePerSec": maxRate, "targetOrderLatencyMs": 1500}
 	for q, extra := range map[string]map[string]any{adaptive: adaptiveKnobs, fixed: nil} {
 		body := map[string]any{"state": "PAUSED"}
 		for k, v := range knobs {

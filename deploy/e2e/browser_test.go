@@ -127,7 +127,9 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	t.Logf("the page showed place %d %s after the line started moving; places so far %v", place, time.Since(moved).Round(time.Millisecond), trail)
 	// The page keeps the ticket enter gave and sends it back: every poll
 	// (X-Queue-Ticket) and the stream (?ticket=).
-	polls := reqs.matching(func(r sentRequest) bool { return strings.HasSuffix(r.url, "/queues/"+q+"/position") && r.method == http.MethodGet })
+	polls := reqs.matching(func(r sentRequest) bool {
+		return strings.HasSuffix(r.url, "/queues/"+q+"/position") && r.method == http.MethodGet
+	})
 	streams := reqs.matching(func(r sentRequest) bool { return strings.Contains(r.url, "/queues/"+q+"/events?") })
 	ticketed := 0
 	for _, r := range polls {
