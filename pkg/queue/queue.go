@@ -5,7 +5,6 @@ package queue
 
 import (
 	"errors"
-	"regexp"
 	"time"
 )
 
@@ -35,20 +34,39 @@ type Proof struct {
 	ExpiresAt time.Time
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
-
-// ValidID reports whether id is an acceptable queue id. Ids are lower case so a
-// queue cannot be split in two by spelling, and never contain braces, so the
-// Redis hash tag {id} is always the whole id.
-func ValidID(id string) bool { return idPattern.MatchString(id) }
-
-var userIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:@|-]{1,128}$`)
+// ValidID reports whether id is an acceptable queue id, ^[a-z0-9][a-z0-9-]{0,63}$.
+// Ids are lower case so a queue cannot be split in two by spelling, and never
+// contain braces, so the Redis hash tag {id} is always the whole id. (A loop,
+// not a regexp: every request checks one, and a regexp was 3 % of a poll.)
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > 64 || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidUserID reports whether id is an acceptable user id: the sub claim of
 // a token, the member of a line, the buyer of an order. 1 to 128 bytes of
 // A-Z, a-z, 0-9 and _ . : @ | - ('|' for Auth0's "auth0|..." subjects):
 // nothing that would break the Redis keys and log lines it ends up in.
-func ValidUserID(id string) bool { return userIDPattern.MatchString(id) }
+func ValidUserID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '_' || c == '.' || c == ':' || c == '@' || c == '|' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // State is a queue's operating state.
 type State string

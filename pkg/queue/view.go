@@ -1,8 +1,10 @@
 package queue
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -88,4 +90,87 @@ func NewView(s Standing, withSecret bool) (View, time.Duration) {
 		v.ExpiresAt = t.ExpiresAt.Format(time.RFC3339Nano)
 	}
 	return v, retry
+}
+
+// AppendJSON appends v as encoding/json would marshal it (the same bytes:
+// the same fields in the same order, omitempty, floats and escaping), a
+// few times faster and without reflection: every poll and every stream's
+// position event is one. FuzzViewJSON holds it to json.Marshal.
+func (v View) AppendJSON(b []byte) []byte {
+	b = append(b, `{"queueId":`...)
+	b = appendJSONString(b, v.QueueID)
+	b = append(b, `,"state":`...)
+	b = appendJSONString(b, v.State)
+	b = append(b, `,"queueState":`...)
+	b = appendJSONString(b, v.QueueState)
+	b = appendJSONInt(b, `,"position":`, v.Position)
+	b = appendJSONInt(b, `,"ahead":`, v.Ahead)
+	b = appendJSONInt(b, `,"total":`, v.Total)
+	b = appendJSONInt(b, `,"etaSeconds":`, v.EtaSeconds)
+	b = appendJSONInt(b, `,"etaLowSeconds":`, v.EtaLowSeconds)
+	b = appendJSONInt(b, `,"etaHighSeconds":`, v.EtaHighSeconds)
+	b = appendJSONInt(b, `,"retryAfterMs":`, v.RetryAfterMs)
+	b = append(b, `,"admissionRatePerSec":`...)
+	b = appendJSONFloat(b, v.AdmissionRatePerSec)
+	if v.StartsAt != "" {
+		b = append(b, `,"startsAt":`...)
+		b = appendJSONString(b, v.StartsAt)
+	}
+	if v.StartsInMs != 0 {
+		b = appendJSONInt(b, `,"startsInMs":`, v.StartsInMs)
+	}
+	if v.PreQueued != 0 {
+		b = appendJSONInt(b, `,"preQueued":`, v.PreQueued)
+	}
+	for _, f := range [...]struct {
+		name, value string
+	}{{"ticket", v.Ticket}, {"token", v.Token}, {"tokenId", v.TokenID}, {"activateAt", v.ActivateAt}, {"expiresAt", v.ExpiresAt}} {
+		if f.value != "" {
+			b = append(b, `,"`+f.name+`":`...)
+			b = appendJSONString(b, f.value)
+		}
+	}
+	if v.OrderInProgress {
+		b = append(b, `,"orderInProgress":true`...)
+	}
+	return append(b, '}')
+}
+
+func appendJSONInt(b []byte, key string, n int64) []byte {
+	return strconv.AppendInt(append(b, key...), n, 10)
+}
+
+// appendJSONFloat formats f as encoding/json does.
+func appendJSONFloat(b []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return append(b, '0') // json.Marshal fails on these; a view never has one
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+// appendJSONString quotes s. Ids, states, times, tickets and token secrets
+// are printable ASCII with nothing to escape; anything else goes through
+// encoding/json, so the escaping is always its own.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -177,6 +177,12 @@ func TestOpenStreamsHoldNoGoroutine(t *testing.T) {
 			t.Fatalf("stream %d: %q %v, want admitted", i, ev, err)
 		}
 	}
+	// A writer counts a frame after its write returns, which may be after
+	// the client read it.
+	deadline := time.Now().Add(2 * time.Second)
+	for r.counter(t, "waitingroom_sse_events_delivered_total", "admitted") != n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if d := r.counter(t, "waitingroom_sse_events_delivered_total", "admitted"); d != n {
 		t.Fatalf("delivered{admitted} = %v, want %d", d, n)
 	}

@@ -118,8 +118,7 @@ func admittedMessage(q, tokenID string, activateAt, expiresAt, at time.Time) hub
 // shows it, without the token's secret.
 func positionMessage(st queue.Standing, at time.Time) hub.Message {
 	v, _ := queue.NewView(st, false)
-	b, _ := json.Marshal(v)
-	return hub.Message{Event: "position", Data: b, At: at}
+	return hub.Message{Event: "position", Data: v.AppendJSON(make([]byte, 0, 384)), At: at}
 }
 
 // Admitted announces a user's issued or restored token on every stream the
