@@ -95,7 +95,6 @@ if have wrk; then
   "$W/bin/bare" -addr 127.0.0.1:$BP & BAREPID=$!; pids+=($BAREPID); sleep 0.5
   say "wrk: bare net/http"
   read -r b_rps b_p50 b_p99 b_bad < <(wrkrun bare GET "$W/tokens-waiting.txt" "http://127.0.0.1:$BP/api/v1/queues/gw/position")
-  kill $BAREPID
   # Polls with tickets: a line of $TN written straight into Redis (places
   # 1..N, no dispatcher), a JWT and a ticket per person from loadgen.
   TQ=tk
@@ -121,11 +120,24 @@ if have wrk; then
   t_cpp=$(calc "round(($c1 - $c0 - 1) / max(1, ${t_reqs:-0}), 4)")
   t_front=$(calc "round((${f1:-0} - ${f0:-0}) / max(1, ${t_reqs:-0}), 4)")
   say "tickets: $t_rps req/s, p99 $t_p99, $t_cpp Redis commands a poll, $t_front from the frontier"
+  # Against bare, interleaved: this VM's speed drifts by tens of percent
+  # from one 10 s run to the next, so the ratio is the median of three
+  # back-to-back pairs of 5 s runs (tickets, then bare).
+  pairs=""
+  for i in 1 2 3; do
+    read -r ti _ _ _ < <(WRK_D=5s wrkrun tickets-pair$i GET "$W/tickets.txt" "$GW/api/v1/queues/$TQ/position")
+    read -r bi _ _ _ < <(WRK_D=5s wrkrun bare-pair$i GET "$W/tokens-waiting.txt" "http://127.0.0.1:$BP/api/v1/queues/gw/position")
+    pairs="$pairs $ti/$bi"
+  done
+  t_ratio=$(python3 -c "import statistics,sys; print(f'{statistics.median(float(a)/float(b) for a,b in (p.split(\"/\") for p in sys.argv[1:])):.2f}')" $pairs)
+  t_pairs=$(python3 -c "import sys; print(', '.join(f'{float(a):.0f} / {float(b):.0f}' for a,b in (p.split('/') for p in sys.argv[1:])))" $pairs)
+  say "tickets against bare, interleaved pairs ($t_pairs): median ratio $t_ratio"
+  kill $BAREPID
 else
-  missing+=("wrk"); e_rps=0; p_rps=0; b_rps=0; t_rps=0
+  missing+=("wrk"); e_rps=0; p_rps=0; b_rps=0; t_rps=0; t_ratio=n/a; t_pairs=n/a
 fi
 if [[ ${BENCH_ONLY:-} == gateway ]]; then
-  say "BENCH_ONLY=gateway: enter $e_rps req/s; position $p_rps req/s (p99 $p_p99); tickets $t_rps req/s (p99 $t_p99, $t_cpp commands a poll); bare $b_rps req/s; BENCHMARKS.md not written"
+  say "BENCH_ONLY=gateway: enter $e_rps req/s; position $p_rps req/s (p99 $p_p99); tickets $t_rps req/s (p99 $t_p99, $t_cpp commands a poll); bare $b_rps req/s; tickets/bare pairs $t_pairs, median $t_ratio; BENCHMARKS.md not written"
   exit 0
 fi
 # redis-benchmark: the position script itself (EVALSHA, same keys) and bare ZRANK
@@ -443,7 +455,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | what | measured | ceiling on this machine | ratio |
 |---|---|---|---|
 | gateway \`GET /position\` ($WRK_C connections) | ${p_rps} req/s (p50 ${p_p50}, p99 ${p_p99}) | bare net/http: ${b_rps} req/s; redis-benchmark EVALSHA position: ${ev_rps} req/s | $(ratio "$p_rps" "$b_rps") of bare, $(ratio "$p_rps" "$ev_rps") of Redis |
-| gateway \`GET /position\` with tickets, $TN waiting ($WRK_C connections) | ${t_rps} req/s (p50 ${t_p50}, p99 ${t_p99}); ${t_cpp} Redis commands a poll (INFO commandstats); ${t_front} of polls answered from the frontier | bare net/http: ${b_rps} req/s | $(ratio "$t_rps" "$b_rps") of bare (without tickets: $(ratio "$p_rps" "$b_rps")) |
+| gateway \`GET /position\` with tickets, $TN waiting ($WRK_C connections) | ${t_rps} req/s (p50 ${t_p50}, p99 ${t_p99}); ${t_cpp} Redis commands a poll (INFO commandstats); ${t_front} of polls answered from the frontier | bare net/http: ${b_rps} req/s; interleaved 5 s pairs, tickets / bare: ${t_pairs} req/s | ${t_ratio} of bare (median of the pairs; without tickets: $(ratio "$p_rps" "$b_rps")) |
 | gateway \`POST /enter\` ($WRK_C connections) | ${e_rps} req/s (p50 ${e_p50}, p99 ${e_p99}) | bare net/http: ${b_rps} req/s | $(ratio "$e_rps" "$b_rps") of bare |
 | admission accuracy at 175/s (${DISP_WIN} s) | ${i175} issued of ${e175} expected | | ${p175} % |
 | admission accuracy at 10,000/s (${DISP_WIN} s) | ${i10k} issued of ${e10k} expected | | ${p10k} % |

@@ -58,6 +58,10 @@ func FromContext(c *gin.Context) (Principal, bool) {
 	return p, ok
 }
 
+// Bearer is the token of an Authorization header value ("Bearer <token>",
+// the scheme in any case), or "" when it carries none.
+func Bearer(h string) string { return bearer(h) }
+
 func bearer(h string) string {
 	const prefix = "bearer "
 	if len(h) > len(prefix) && strings.EqualFold(h[:len(prefix)], prefix) {

@@ -51,15 +51,9 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		e.ForwardedByClientIP = true
 	}
 
-	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "waitingroom",
-		Subsystem: "http",
-		Name:      "request_duration_seconds",
-		Help:      "HTTP request latency by route, method and status code.",
-		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"service", "route", "method", "code"})
-	if err := o.Registry.Register(duration); err != nil {
-		return nil, fmt.Errorf("httpserver: request metrics: %w", err)
+	duration, err := RequestDurations(o.Registry)
+	if err != nil {
+		return nil, err
 	}
 
 	// Metrics outermost: a request whose handler panicked is counted too,
@@ -78,6 +72,30 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 	e.GET("/healthz", gin.WrapF(o.Health.Healthz))
 	e.GET("/readyz", gin.WrapF(o.Health.PublicReadyz))
 	return e, nil
+}
+
+// RequestDurations is waitingroom_http_request_duration_seconds{service,
+// route, method, code} on reg: registered by the first call, the same
+// series afterwards (a handler in front of the engine records its requests
+// with the engine's).
+func RequestDurations(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
+	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "waitingroom",
+		Subsystem: "http",
+		Name:      "request_duration_seconds",
+		Help:      "HTTP request latency by route, method and status code.",
+		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"service", "route", "method", "code"})
+	if err := reg.Register(duration); err != nil {
+		var dup prometheus.AlreadyRegisteredError
+		if errors.As(err, &dup) {
+			if existing, ok := dup.ExistingCollector.(*prometheus.HistogramVec); ok {
+				return existing, nil
+			}
+		}
+		return nil, fmt.Errorf("httpserver: request metrics: %w", err)
+	}
+	return duration, nil
 }
 
 func recovery(log *slog.Logger) gin.HandlerFunc {

@@ -76,6 +76,28 @@ func (s *Service) Position(ctx context.Context, q, user, tk string) (queue.Stand
 	return st, err
 }
 
+// PositionFromFrontier is Position for the one case that needs no store:
+// a valid ticket whose place the admission frontier can tell. It answers
+// (and counts) only then; false means "ask Position", which decides and
+// counts everything else (a refused ticket included).
+func (s *Service) PositionFromFrontier(q, user, tk string) (queue.Standing, bool) {
+	if s.tickets == nil || s.frontiers == nil || tk == "" || checkIDs(q, user) != nil {
+		return queue.Standing{}, false
+	}
+	place, err := s.tickets.Check(q, user, tk)
+	if err != nil {
+		return queue.Standing{}, false
+	}
+	st, ok := s.frontiers.Lookup(q).Standing(place.Generation, place.Seq)
+	if !ok {
+		return queue.Standing{}, false
+	}
+	st.Ticket = tk
+	s.m.PositionRead(readFrontier)
+	s.m.Positioned(outcome(st, nil))
+	return st, true
+}
+
 func (s *Service) position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err

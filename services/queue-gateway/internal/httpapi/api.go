@@ -92,7 +92,11 @@ func New(o Options) (http.Handler, error) {
 		}
 	}
 	httpserver.ServeOpenAPI(e, OpenAPI)
-	return e, nil
+	duration, err := httpserver.RequestDurations(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return newFastPolls(e, o.Service, o.Verifier, o.Log, duration), nil
 }
 
 // OpenAPI is the gateway's OpenAPI 3.1 document, served at /openapi.yaml.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"regexp"
 	"slices"
 	"testing"
@@ -22,7 +23,7 @@ import (
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, withPage(pageConfig, true))
-	routes := httpserver.RoutesOf(h.h.(*gin.Engine))
+	routes := httpserver.RoutesOf(h.h.(interface{ Unwrap() http.Handler }).Unwrap().(*gin.Engine))
 	ops, err := httpserver.OperationsOf(httpapi.OpenAPI)
 	if err != nil {
 		t.Fatal(err)
