@@ -51,9 +51,10 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 		e.ForwardedByClientIP = true
 	}
 
-	duration, err := RequestDurations(o.Registry)
-	if err != nil {
-		return nil, err
+	// One engine a registry: a second one would mix two services' series.
+	duration := newRequestDurations()
+	if err := o.Registry.Register(duration); err != nil {
+		return nil, fmt.Errorf("httpserver: request metrics: %w", err)
 	}
 
 	// Metrics outermost: a request whose handler panicked is counted too,
@@ -75,17 +76,11 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 }
 
 // RequestDurations is waitingroom_http_request_duration_seconds{service,
-// route, method, code} on reg: registered by the first call, the same
-// series afterwards (a handler in front of the engine records its requests
-// with the engine's).
+// route, method, code} on reg, the engine's series when NewEngine
+// registered it there: a handler in front of the engine records its
+// requests with the engine's.
 func RequestDurations(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
-	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "waitingroom",
-		Subsystem: "http",
-		Name:      "request_duration_seconds",
-		Help:      "HTTP request latency by route, method and status code.",
-		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"service", "route", "method", "code"})
+	duration := newRequestDurations()
 	if err := reg.Register(duration); err != nil {
 		var dup prometheus.AlreadyRegisteredError
 		if errors.As(err, &dup) {
@@ -146,4 +141,14 @@ func IsBodyTooLarge(err error) bool {
 func BodyTooLarge() *problem.Problem {
 	return problem.New(http.StatusRequestEntityTooLarge, problem.TypeBodyTooLarge,
 		"request body is larger than "+strconv.Itoa(MaxBodyBytes)+" bytes")
+}
+
+func newRequestDurations() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "waitingroom",
+		Subsystem: "http",
+		Name:      "request_duration_seconds",
+		Help:      "HTTP request latency by route, method and status code.",
+		Buckets:   []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"service", "route", "method", "code"})
 }
