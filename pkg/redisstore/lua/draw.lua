@@ -29,7 +29,10 @@ if tonumber(ARGV[1]) ~= current then
   return {'STALE', current}
 end
 local starts = tonumber(redis.call('HGET', KEYS[1], 'startsAtMs') or '0') or 0
-redis.call('EXISTS', KEYS[7], KEYS[8])
+-- One key an EXISTS: a multi-key command on keys missing from a slot
+-- being imported is refused differently from a single one.
+redis.call('EXISTS', KEYS[7])
+redis.call('EXISTS', KEYS[8])
 local d = redis.call('HMGET', KEYS[4], 'state', 'seed', 'seedSha256', 'base', 'count', 'next', 'startedAtMs', 'announced')
 if not d[1] then
   return {'NOT_FOUND'}

@@ -358,7 +358,10 @@ func TestAConnectionWithoutADescriptorIsServed(t *testing.T) {
 	}
 	streams[1].conn.Close()
 	r.waitLen(t, 2, 2*time.Second)
-	if d := r.counter(t, "waitingroom_sse_clients_dropped_total", "write"); d != 0 {
-		t.Fatalf("dropped{write} = %v, want 0 (the client left)", d)
+	// The fallback reader sees the client leave; a heartbeat (every
+	// 100 ms here) may fail on the closed socket first and count it as a
+	// write drop. Either way it is let go once, and the other two stay.
+	if d := r.counter(t, "waitingroom_sse_clients_dropped_total", "write"); d > 1 {
+		t.Fatalf("dropped{write} = %v, want at most 1 (the one client that left)", d)
 	}
 }
