@@ -48,7 +48,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &streams{svc: o.Service, o: o.Service.Options()}
+	h := &streams{svc: o.Service, o: o.Service.Options(), openers: newOpeners(), writers: newWriters()}
 	e.GET("/api/v1/queues/:queueId/events", o.Verifier.Middleware(true), h.handle)
 	httpserver.ServeOpenAPI(e, OpenAPI)
 	return e, nil

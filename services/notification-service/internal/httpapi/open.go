@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,11 +14,6 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
-
-// maxOpeners is how many stream requests are subscribed at once: at least
-// the store's connection pool, so that the store, as before, is what
-// bounds how many standings are read at once.
-const maxOpeners = 64
 
 // openTimeout bounds a subscription's read of the user's standing, which
 // the client's leaving no longer cancels.
@@ -34,44 +28,6 @@ type opening struct {
 	r   *http.Request // read no more; a refusal names its path
 	hdr http.Header   // the middleware's (CORS)
 	req stream.Request
-}
-
-// openers subscribe the openings on at most maxOpeners goroutines,
-// started when openings wait and ended when none does, so an idle replica
-// runs none. The zero value is ready.
-type openers struct {
-	mu      sync.Mutex
-	queue   []*opening
-	running int
-}
-
-func (p *openers) push(o *opening) {
-	p.mu.Lock()
-	p.queue = append(p.queue, o)
-	start := p.running < maxOpeners
-	if start {
-		p.running++
-	}
-	p.mu.Unlock()
-	if start {
-		go p.work()
-	}
-}
-
-func (p *openers) work() {
-	var buf []byte
-	p.mu.Lock()
-	for len(p.queue) > 0 {
-		o := p.queue[0]
-		p.queue[0] = nil
-		p.queue = p.queue[1:]
-		p.mu.Unlock()
-		buf = o.run(buf)
-		p.mu.Lock()
-	}
-	p.queue = nil
-	p.running--
-	p.mu.Unlock()
 }
 
 // run subscribes o and answers it; buf is scratch space, returned for the

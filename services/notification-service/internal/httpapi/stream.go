@@ -32,8 +32,8 @@ type streams struct {
 	svc *stream.Service
 	o   stream.Options
 
-	openers openers
-	writers writers
+	openers *pool[*opening]
+	writers *pool[*conn]
 	watch   watcher
 }
 

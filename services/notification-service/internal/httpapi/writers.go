@@ -6,77 +6,109 @@ import (
 	"time"
 )
 
-// writers write the frames of the streams that have some, on at most two
-// goroutines a core (four at least): their writes do not wait for sockets
-// (watch_linux.go), so a few are enough. A goroutine that finds
-// nothing to do waits a moment for more before it ends: a burst of events
-// does not start and end one for each, and an idle replica runs none. The
-// zero value is ready.
-type writers struct {
+// runner is work a pool runs: an opening to subscribe and answer, a
+// stream's frames to write. buf is scratch space, returned for the next.
+type runner interface {
+	run(buf []byte) []byte
+}
+
+// pool runs what is pushed on at most limit goroutines, started when work
+// waits, so an idle replica runs none. A goroutine that finds nothing to
+// do waits linger for more before it ends (0: it ends at once), so a burst
+// does not start and end one for each. The openers and the writers are
+// pools.
+type pool[T runner] struct {
+	limit  func() int // read at the first push
+	linger time.Duration
+
 	mu      sync.Mutex
-	queue   []*conn
-	max     int // set at the first push
+	queue   []T
+	max     int
 	running int
 	idle    int           // running goroutines waiting, no wake-up sent to them
 	wake    chan struct{} // a wake-up for each idle goroutine taken by push
 }
 
-// linger is how long a writer with nothing to do waits for more.
-const linger = time.Second
+// The two pools. maxOpeners is how many stream requests are subscribed at
+// once: at least the store's connection pool, so that the store, as
+// before, is what bounds how many standings are read at once. The writers'
+// writes do not wait for sockets (watch_linux.go), so two a core (four at
+// least) are enough, and one lingers a second for the next event.
+const (
+	maxOpeners = 64
+	linger     = time.Second
+)
 
-func (w *writers) push(c *conn) {
-	w.mu.Lock()
-	w.queue = append(w.queue, c)
-	if w.wake == nil {
-		w.max = max(4, 2*runtime.GOMAXPROCS(0))
-		w.wake = make(chan struct{}, w.max)
+func newOpeners() *pool[*opening] {
+	return &pool[*opening]{limit: func() int { return maxOpeners }}
+}
+
+func newWriters() *pool[*conn] {
+	return &pool[*conn]{limit: func() int { return max(4, 2*runtime.GOMAXPROCS(0)) }, linger: linger}
+}
+
+func (p *pool[T]) push(x T) {
+	p.mu.Lock()
+	p.queue = append(p.queue, x)
+	if p.wake == nil {
+		p.max = p.limit()
+		p.wake = make(chan struct{}, p.max)
 	}
 	switch {
-	case w.idle > 0:
-		w.idle--
-		w.mu.Unlock()
-		w.wake <- struct{}{} // never blocks: at most one a goroutine
-	case w.running < w.max:
-		w.running++
-		w.mu.Unlock()
-		go w.work()
+	case p.idle > 0:
+		p.idle--
+		p.mu.Unlock()
+		p.wake <- struct{}{} // never blocks: at most one a goroutine
+	case p.running < p.max:
+		p.running++
+		p.mu.Unlock()
+		go p.work()
 	default:
-		w.mu.Unlock()
+		p.mu.Unlock()
 	}
 }
 
-func (w *writers) work() {
-	t := time.NewTimer(linger)
-	defer t.Stop()
+func (p *pool[T]) work() {
+	var t *time.Timer
+	if p.linger > 0 {
+		t = time.NewTimer(p.linger)
+		defer t.Stop()
+	}
 	var buf []byte
+	var none T
 	for {
-		w.mu.Lock()
-		for len(w.queue) > 0 {
-			c := w.queue[0]
-			w.queue[0] = nil
-			w.queue = w.queue[1:]
-			w.mu.Unlock()
-			buf = c.run(buf)
-			w.mu.Lock()
+		p.mu.Lock()
+		for len(p.queue) > 0 {
+			x := p.queue[0]
+			p.queue[0] = none
+			p.queue = p.queue[1:]
+			p.mu.Unlock()
+			buf = x.run(buf)
+			p.mu.Lock()
 		}
-		w.queue = nil
-		w.idle++
-		w.mu.Unlock()
+		p.queue = nil
+		if t == nil {
+			p.running--
+			p.mu.Unlock()
+			return
+		}
+		p.idle++
+		p.mu.Unlock()
 
-		t.Reset(linger)
+		t.Reset(p.linger)
 		select {
-		case <-w.wake:
+		case <-p.wake:
 			continue
 		case <-t.C:
 		}
-		w.mu.Lock()
-		if w.idle > 0 { // no wake-up on its way to a waiting goroutine: end
-			w.idle--
-			w.running--
-			w.mu.Unlock()
+		p.mu.Lock()
+		if p.idle > 0 { // no wake-up on its way to a waiting goroutine: end
+			p.idle--
+			p.running--
+			p.mu.Unlock()
 			return
 		}
-		w.mu.Unlock()
-		<-w.wake // one is on its way: take it, for it counted this goroutine
+		p.mu.Unlock()
+		<-p.wake // one is on its way: take it, for it counted this goroutine
 	}
 }
