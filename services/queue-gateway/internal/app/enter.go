@@ -81,39 +81,46 @@ func (s *Service) Position(ctx context.Context, q, user, tk string) (queue.Stand
 // (and counts) only then; false means "ask Position", which decides and
 // counts everything else (a refused ticket included).
 func (s *Service) PositionFromFrontier(q, user, tk string) (queue.Standing, bool) {
-	if s.tickets == nil || s.frontiers == nil || tk == "" || checkIDs(q, user) != nil {
+	if checkIDs(q, user) != nil {
 		return queue.Standing{}, false
+	}
+	st, ok, err := s.fromFrontier(q, user, tk)
+	if !ok || err != nil {
+		return queue.Standing{}, false
+	}
+	s.m.Positioned(outcome(st, nil))
+	return st, true
+}
+
+// fromFrontier answers user's poll with ticket tk from q's admission
+// frontier when it can (ok, the read counted); err when tk was not issued
+// to user for q. Without tickets or a ticket it answers nothing.
+func (s *Service) fromFrontier(q, user, tk string) (queue.Standing, bool, error) {
+	if tk == "" || s.tickets == nil {
+		return queue.Standing{}, false, nil
 	}
 	place, err := s.tickets.Check(q, user, tk)
 	if err != nil {
-		return queue.Standing{}, false
+		return queue.Standing{}, false, fmt.Errorf("%w: %w", ErrTicketInvalid, err)
+	}
+	if s.frontiers == nil {
+		return queue.Standing{}, false, nil
 	}
 	st, ok := s.frontiers.Lookup(q).Standing(place.Generation, place.Seq)
 	if !ok {
-		return queue.Standing{}, false
+		return queue.Standing{}, false, nil
 	}
 	st.Ticket = tk
 	s.m.PositionRead(readFrontier)
-	s.m.Positioned(outcome(st, nil))
-	return st, true
+	return st, true, nil
 }
 
 func (s *Service) position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
 	if err := checkIDs(q, user); err != nil {
 		return queue.Standing{}, err
 	}
-	if tk != "" && s.tickets != nil {
-		place, err := s.tickets.Check(q, user, tk)
-		if err != nil {
-			return queue.Standing{}, fmt.Errorf("%w: %w", ErrTicketInvalid, err)
-		}
-		if s.frontiers != nil {
-			if st, ok := s.frontiers.Lookup(q).Standing(place.Generation, place.Seq); ok {
-				s.m.PositionRead(readFrontier)
-				st.Ticket = tk
-				return st, nil
-			}
-		}
+	if st, ok, err := s.fromFrontier(q, user, tk); ok || err != nil {
+		return st, err
 	}
 	s.m.PositionRead(readStore)
 	st, err := s.store.Position(ctx, q, user)

@@ -80,13 +80,12 @@ func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.next.ServeHTTP(w, r)
 		return
 	}
-	v, retry := queue.NewView(st, true)
 	buf := bodies.Get().(*[]byte)
-	body := v.AppendJSON((*buf)[:0])
+	body, retryAfter := standingBody(st, (*buf)[:0])
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Cache-Control"] = noStore
-	h["Retry-After"] = []string{problem.RetryAfterSeconds(retry)}
+	h["Retry-After"] = []string{retryAfter}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(body); err != nil {

@@ -17,10 +17,18 @@ import (
 // writes its own JSON (View.AppendJSON: json.Marshal's bytes, without
 // reflection).
 func writeStanding(c *gin.Context, s queue.Standing) {
-	v, retry := queue.NewView(s, true)
+	body, retryAfter := standingBody(s, make([]byte, 0, 512))
 	c.Header("Cache-Control", "no-store")
-	c.Header("Retry-After", problem.RetryAfterSeconds(retry))
-	c.Data(http.StatusOK, "application/json; charset=utf-8", v.AppendJSON(make([]byte, 0, 512)))
+	c.Header("Retry-After", retryAfter)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", body)
+}
+
+// standingBody appends the view of s (to its holder) to buf, and returns
+// it with its Retry-After value: what the engine's answer and the fast
+// path's both send.
+func standingBody(s queue.Standing, buf []byte) ([]byte, string) {
+	v, retry := queue.NewView(s, true)
+	return v.AppendJSON(buf), problem.RetryAfterSeconds(retry)
 }
 
 func (h *handler) enter(c *gin.Context) {
