@@ -225,21 +225,22 @@ for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0
 ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
 putq big '{"state":"OPEN","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800}'
 big_mem0=$($RC INFO memory | awk -F: '/^used_memory:/ {print $2+0}')
-fill_big() { # from to: places from..to (1-based) for users bm-<place-1>
-  python3 - "$1" "$2" >"$W/fill-big.resp" <<'PY'
+fill_big() { # from to prefix: places from..to (1-based) for users <prefix><place-1>; seq = to
+  python3 - "$1" "$2" "$3" >"$W/fill-big.resp" <<'PY'
 import sys
-a, b = int(sys.argv[1]), int(sys.argv[2]); out = sys.stdout.buffer
+a, b, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3].encode(); out = sys.stdout.buffer
 def cmd(*xs):
     out.write(b"*%d\r\n" % len(xs))
     for x in xs:
         x = x if isinstance(x, bytes) else str(x).encode()
         out.write(b"$%d\r\n%s\r\n" % (len(x), x))
 for i in range(a, b + 1):
-    cmd(b"ZADD", b"wr:{big}:waiting", b"NX", i, b"bm-%d" % (i - 1))
+    cmd(b"ZADD", b"wr:{big}:waiting", b"NX", i, prefix + b"%d" % (i - 1))
+cmd(b"SET", b"wr:{big}:seq", b)
 PY
   $RC --pipe <"$W/fill-big.resp" >>"$W/fill-big.log" 2>&1
 }
-fill_big 1 "$BIG_PRE"; $RC SET 'wr:{big}:seq' "$BIG_PRE" >/dev/null
+fill_big 1 "$BIG_PRE" bm-
 big_e_rps=0; big_e_p99='?'
 if have wrk; then
   "$W/bin/loadgen" -mint $(( BIG - BIG_PRE )) -user-prefix be- >"$W/tokens-big-enter.txt"
@@ -249,19 +250,7 @@ fi
 # The rest, after whoever entered through the gateway.
 seq_now=$($RC GET 'wr:{big}:seq'); have_now=$($RC ZCARD 'wr:{big}:waiting')
 if (( have_now < BIG )); then
-  python3 - "$seq_now" "$(( BIG - have_now ))" >"$W/fill-big.resp" <<'PY'
-import sys
-s, n = int(sys.argv[1]), int(sys.argv[2]); out = sys.stdout.buffer
-def cmd(*xs):
-    out.write(b"*%d\r\n" % len(xs))
-    for x in xs:
-        x = x if isinstance(x, bytes) else str(x).encode()
-        out.write(b"$%d\r\n%s\r\n" % (len(x), x))
-for i in range(1, n + 1):
-    cmd(b"ZADD", b"wr:{big}:waiting", b"NX", s + i, b"bt-%d" % i)
-cmd(b"SET", b"wr:{big}:seq", s + n)
-PY
-  $RC --pipe <"$W/fill-big.resp" >>"$W/fill-big.log" 2>&1
+  fill_big $(( seq_now + 1 )) $(( seq_now + BIG - have_now )) bt-
 fi
 big_n=$($RC ZCARD 'wr:{big}:waiting')
 big_mem1=$($RC INFO memory | awk -F: '/^used_memory:/ {print $2+0}')
