@@ -164,7 +164,9 @@ func (v *Verifier) Verify(raw string) (Principal, error) {
 	var hash [sha256.Size]byte
 	if v.cache != nil {
 		hash = sha256.Sum256([]byte(raw))
-		if hit, ok := v.cache.Get(hash); ok {
+		// Peek, not Get: a hit reads under the shared lock and does not
+		// reorder the list (see WithCache).
+		if hit, ok := v.cache.Peek(hash); ok {
 			if v.now().Before(hit.until) && (hit.key == nil || v.keys.current(hit.key.kid) == hit.key) {
 				return hit.p, nil
 			}

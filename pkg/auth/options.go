@@ -15,9 +15,12 @@ import (
 // Option configures a Verifier.
 type Option func(*Verifier) error
 
-// WithCache remembers up to size verified tokens (least recently used go
+// WithCache remembers up to size verified tokens (the oldest added go
 // first), so a token seen again skips the signature and the claims parsing
-// until it expires. 0 turns the cache off. Only tokens that passed every
+// until it expires. A hit does not make an entry younger: polls read the
+// cache under a shared lock, and for polling there is nothing to gain from
+// recency (while the polling users fit, nothing is evicted; when more poll
+// round-robin than fit, least-recently-used misses every time too). 0 turns the cache off. Only tokens that passed every
 // check are cached, keyed by the SHA-256 of the whole token, so a forged or
 // altered token can never hit; a JWKS token's entry also ends when its key
 // leaves the set. An entry takes about 225 bytes of heap.

@@ -58,6 +58,45 @@ type Frontier struct {
 	// people, or the bins disagree with the leavers' set): every poll then
 	// asks Redis.
 	Usable bool
+
+	// fineSums and coarseSums are the bins' running totals (Index), so a
+	// place far back costs two subtractions, not a walk over its bins.
+	fineSums, coarseSums []int64
+}
+
+// Index records the bins' running totals, so that Place no longer walks
+// over the bins between the frontier and a place. Call it once a Frontier
+// is built, before it is shared; a copy keeps them (they depend on the bins
+// only, not on Last). Without it Place walks the bins.
+func (f *Frontier) Index() *Frontier {
+	f.fineSums, f.coarseSums = runningTotals(f.Fine), runningTotals(f.Coarse)
+	return f
+}
+
+// runningTotals is bins' prefix sums: sums[i] is the total of bins[:i].
+func runningTotals(bins []int64) []int64 {
+	sums := make([]int64, len(bins)+1)
+	for i, n := range bins {
+		sums[i+1] = sums[i] + n
+	}
+	return sums
+}
+
+// binsBetween is the total of the bins numbered lo..hi-1 of bins, which
+// start at bin number from (sums: their running totals, or nil).
+func binsBetween(bins, sums []int64, from, lo, hi int64) int64 {
+	lo, hi = max(lo, from), min(hi, from+int64(len(bins)))
+	if lo >= hi {
+		return 0
+	}
+	if len(sums) == len(bins)+1 {
+		return sums[hi-from] - sums[lo-from]
+	}
+	var n int64
+	for _, v := range bins[lo-from : hi-from] {
+		n += v
+	}
+	return n
 }
 
 // ExactWindow is how close to the front a place is answered from Redis
@@ -129,11 +168,8 @@ func (f *Frontier) leftBefore(seq int64) float64 {
 		span := (first+1)*FineBin - 1 - f.Last // numbers in (Last, binEnd], seq among them
 		return share(f.FirstLeft, seq-f.Last-1, span)
 	}
-	left := float64(f.FirstLeft)
 	fineEnd := f.FineFrom + int64(len(f.Fine)) // first fine bin not read
-	for i := first + 1; i < min(b, fineEnd); i++ {
-		left += float64(f.bin(f.Fine, f.FineFrom, i))
-	}
+	left := float64(f.FirstLeft + binsBetween(f.Fine, f.fineSums, f.FineFrom, first+1, b))
 	if b < fineEnd {
 		return left + share(f.bin(f.Fine, f.FineFrom, b), seq-b*FineBin, FineBin)
 	}
@@ -141,9 +177,7 @@ func (f *Frontier) leftBefore(seq int64) float64 {
 	// end at.
 	c := seq / CoarseBin
 	coarseEnd := f.CoarseFrom + int64(len(f.Coarse))
-	for i := f.CoarseFrom; i < min(c, coarseEnd); i++ {
-		left += float64(f.bin(f.Coarse, f.CoarseFrom, i))
-	}
+	left += float64(binsBetween(f.Coarse, f.coarseSums, f.CoarseFrom, f.CoarseFrom, c))
 	if c < coarseEnd {
 		return left + share(f.bin(f.Coarse, f.CoarseFrom, c), seq-c*CoarseBin, CoarseBin)
 	}

@@ -87,3 +87,28 @@ func TestFrontierStandingRefusesWhatOnlyRedisKnows(t *testing.T) {
 		t.Errorf("exact window at 100/s: %d, want 20 (two batches of 10)", w)
 	}
 }
+
+// Index changes how Place adds the bins up, never the answer: at every
+// number of the test line, and after the frontier moved on (an announced
+// move copies a Frontier and keeps its totals).
+func TestFrontierIndexKeepsEveryPlace(t *testing.T) {
+	walked, indexed := testFrontier(), testFrontier().Index()
+	for seq := int64(101); seq <= 10_000; seq++ {
+		if a, b := walked.Place(seq), indexed.Place(seq); a != b {
+			t.Fatalf("Place(%d): %d walking the bins, %d from their running totals", seq, a, b)
+		}
+	}
+	moved, movedIndexed := *walked, *indexed
+	moved.Last, movedIndexed.Last = 300, 300
+	moved.FirstLeft, movedIndexed.FirstLeft = 1, 1
+	checked := 0
+	for seq := int64(301); seq <= 10_000; seq += 7 {
+		if a, b := moved.Place(seq), movedIndexed.Place(seq); a != b {
+			t.Fatalf("after a move, Place(%d): %d walking, %d indexed", seq, a, b)
+		}
+		checked++
+	}
+	if checked != 1386 {
+		t.Fatalf("checked %d places after the move, want 1386", checked)
+	}
+}

@@ -87,7 +87,7 @@ func frontierReply(q string, res []any) (*queue.Frontier, error) {
 	if ms := intOf(res, 5); ms > 0 {
 		f.StartsAt = time.UnixMilli(ms).UTC()
 	}
-	return f, nil
+	return f.Index(), nil
 }
 
 func ints(v any) []int64 {

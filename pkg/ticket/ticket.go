@@ -70,13 +70,40 @@ type Signer struct {
 	keys []*macs
 }
 
-// macs hands out HMAC-SHA256 states keyed with one key, so a check does not
-// set up a new one (that was half of a check's cost).
+// macs hands out HMAC-SHA256 states keyed with one key, each with its
+// scratch space, so a check neither sets up a new state (that was half of
+// a check's cost) nor allocates.
 type macs struct{ pool sync.Pool }
+
+// macState is one pooled HMAC state and the buffers it writes and sums into.
+type macState struct {
+	h   hash.Hash
+	in  []byte
+	sum []byte
+}
 
 func newMacs(key []byte) *macs {
 	key = append([]byte(nil), key...)
-	return &macs{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	return &macs{pool: sync.Pool{New: func() any {
+		return &macState{h: hmac.New(sha256.New, key), in: make([]byte, 0, 256), sum: make([]byte, 0, sha256.Size)}
+	}}}
+}
+
+// equal reports whether sum is the MAC of payload for user in queue q.
+func (m *macs) equal(sum []byte, q, user string, payload []byte) bool {
+	st := m.pool.Get().(*macState)
+	defer m.pool.Put(st)
+	return hmac.Equal(sum, st.mac(q, user, payload))
+}
+
+// mac returns the MAC of payload for user in queue q, valid until st is
+// used again.
+func (st *macState) mac(q, user string, payload []byte) []byte {
+	st.in = append(append(append(append(append(append(append(st.in[:0], domain...), 0), q...), 0), user...), 0), payload...)
+	st.h.Reset()
+	st.h.Write(st.in)
+	st.sum = st.h.Sum(st.sum[:0])
+	return st.sum[:macLen]
 }
 
 // NewSigner returns a Signer over keys, the first of which signs.
@@ -109,7 +136,9 @@ func (s *Signer) Sign(q, user string, p Place) string {
 	payload[0] = version
 	binary.BigEndian.PutUint64(payload[1:9], uint64(p.Generation))
 	binary.BigEndian.PutUint64(payload[9:17], uint64(p.Seq))
-	return enc.EncodeToString(payload) + "." + enc.EncodeToString(mac(s.keys[0], q, user, payload))
+	st := s.keys[0].pool.Get().(*macState)
+	defer s.keys[0].pool.Put(st)
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(st.mac(q, user, payload))
 }
 
 // Check returns the place t names, if t was signed for user in queue q by
@@ -119,19 +148,20 @@ func (s *Signer) Check(q, user, t string) (Place, error) {
 		return Place{}, ErrMalformed
 	}
 	rawP, rawM, ok := strings.Cut(t, ".")
-	if !ok {
+	if !ok || len(rawP) != enc.EncodedLen(payloadLen) || len(rawM) != enc.EncodedLen(macLen) {
 		return Place{}, ErrMalformed
 	}
-	payload, err := enc.DecodeString(rawP)
-	if err != nil || len(payload) != payloadLen || payload[0] != version {
+	// Decoded into arrays on the stack: a poll's check allocates nothing.
+	var payload [payloadLen]byte
+	if n, err := enc.Decode(payload[:], []byte(rawP)); err != nil || n != payloadLen || payload[0] != version {
 		return Place{}, ErrMalformed
 	}
-	m, err := enc.DecodeString(rawM)
-	if err != nil || len(m) != macLen {
+	var m [macLen]byte
+	if n, err := enc.Decode(m[:], []byte(rawM)); err != nil || n != macLen {
 		return Place{}, ErrMalformed
 	}
 	for _, k := range s.keys {
-		if hmac.Equal(m, mac(k, q, user, payload)) {
+		if k.equal(m[:], q, user, payload[:]) {
 			p := Place{Generation: int64(binary.BigEndian.Uint64(payload[1:9])), Seq: int64(binary.BigEndian.Uint64(payload[9:17]))}
 			if p.Generation < 0 || p.Seq <= 0 {
 				return Place{}, ErrMalformed // signed by us, so never: a key mix-up
@@ -142,18 +172,6 @@ func (s *Signer) Check(q, user, t string) (Place, error) {
 	return Place{}, ErrForged
 }
 
-func mac(m *macs, q, user string, payload []byte) []byte {
-	h := m.pool.Get().(hash.Hash)
-	defer m.pool.Put(h)
-	h.Reset()
-	h.Write([]byte(domain + "\x00" + q + "\x00" + user + "\x00"))
-	h.Write(payload)
-	return h.Sum(nil)[:macLen]
-}
-
-// FromSettings builds the Signer a service's settings name: keys (TICKET_KEYS)
-// when any, else a key derived from the HS256 JWT secret, else from the dev
-// secret in dev mode.
 func FromSettings(keys []string, jwtSecret, devSecret string, dev bool) (*Signer, error) {
 	var raw [][]byte
 	switch {

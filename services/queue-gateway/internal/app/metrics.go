@@ -46,10 +46,38 @@ const (
 	outcomeUnavailable = "unavailable"
 )
 
+// stateOutcomes are the standings' states as outcomes (lower case),
+// spelled once rather than on every request.
+var stateOutcomes = func() map[queue.UserState]string {
+	m := map[queue.UserState]string{}
+	for _, s := range []queue.UserState{queue.Waiting, queue.PreQueue, queue.Bypass, queue.Admitted,
+		queue.Expired, queue.Ordered, queue.NotInQueue} {
+		m[s] = strings.ToLower(string(s))
+	}
+	return m
+}()
+
+// PositionOutcomes are the outcomes a position request can come to
+// (Metrics.Positioned), for series made up front.
+func PositionOutcomes() []string {
+	out := []string{"full", "closed", "not_found", outcomeUnavailable, "invalid", "ticket_invalid", "error"}
+	for _, o := range stateOutcomes {
+		out = append(out, o)
+	}
+	return out
+}
+
+// PositionSources are where a position answer can come from
+// (Metrics.PositionRead).
+func PositionSources() []string { return []string{readFrontier, readStore} }
+
 // outcome names what an enter or position request came to.
 func outcome(st queue.Standing, err error) string {
 	switch {
 	case err == nil:
+		if o, ok := stateOutcomes[st.State]; ok {
+			return o
+		}
 		return strings.ToLower(string(st.State))
 	case errors.Is(err, queue.ErrFull):
 		return "full"

@@ -49,6 +49,24 @@ var (
 	noStore         = []string{"no-store"}
 )
 
+// retryAfters are the Retry-After header values of 1 to 120 seconds
+// (every poll's answer has one), made once.
+var retryAfters = func() map[string][]string {
+	m := make(map[string][]string, 120)
+	for s := 1; s <= 120; s++ {
+		v := strconv.Itoa(s)
+		m[v] = []string{v}
+	}
+	return m
+}()
+
+func retryAfterValue(v string) []string {
+	if vs, ok := retryAfters[v]; ok {
+		return vs
+	}
+	return []string{v}
+}
+
 // bodies are the answers' buffers, reused.
 var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
@@ -56,7 +74,7 @@ var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 func (f *fastPolls) Unwrap() http.Handler { return f.next }
 
 func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q, ok := positionPoll(r)
+	q, tk, ok := positionPoll(r)
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
@@ -75,7 +93,7 @@ func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.duration.WithLabelValues("queue-gateway", positionRoute, http.MethodGet, "500").Observe(time.Since(start).Seconds())
 		}
 	}()
-	st, ok := f.svc.PositionFromFrontier(q, p.UserID, r.Header.Get(ticketHeader))
+	st, ok := f.svc.PositionFromFrontier(q, p.UserID, tk)
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
@@ -85,8 +103,9 @@ func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Cache-Control"] = noStore
-	h["Retry-After"] = []string{retryAfter}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Retry-After"] = retryAfterValue(retryAfter)
+	// No Content-Length: net/http sets it, the body being written whole
+	// before the handler returns.
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(body); err != nil {
 		f.log.Debug("position poll: client gone", "queue", q, "err", err)
@@ -98,14 +117,15 @@ func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // positionPoll reports whether r is a GET of /api/v1/queues/{q}/position
 // with a ticket and without an Origin (a cross-origin request takes the
-// engine's CORS handling), and its queue id.
-func positionPoll(r *http.Request) (string, bool) {
+// engine's CORS handling), and its queue id and ticket.
+func positionPoll(r *http.Request) (q, ticket string, ok bool) {
 	const prefix, suffix = "/api/v1/queues/", "/position"
 	path := r.URL.Path
 	if r.Method != http.MethodGet || !strings.HasPrefix(path, prefix) || !strings.HasSuffix(path, suffix) ||
-		r.Header.Get(ticketHeader) == "" || r.Header.Get("Origin") != "" || r.URL.RawPath != "" {
-		return "", false
+		r.URL.RawPath != "" || r.Header.Get("Origin") != "" {
+		return "", "", false
 	}
-	q := path[len(prefix) : len(path)-len(suffix)]
-	return q, queue.ValidID(q)
+	ticket = r.Header.Get(ticketHeader)
+	q = path[len(prefix) : len(path)-len(suffix)]
+	return q, ticket, ticket != "" && queue.ValidID(q)
 }

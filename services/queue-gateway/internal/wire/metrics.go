@@ -15,6 +15,32 @@ import (
 type Metrics struct {
 	enters, positions, reads *prometheus.CounterVec
 	challenges               prometheus.Counter
+	// The per-request series looked up once: a poll answered from the
+	// frontier counts twice, and WithLabelValues hashes and locks.
+	positionSeries, readSeries series
+}
+
+// series are a counter vector's children for the label values known up
+// front; another value is looked up in the vector.
+type series struct {
+	vec   *prometheus.CounterVec
+	known map[string]prometheus.Counter
+}
+
+func newSeries(vec *prometheus.CounterVec, values ...string) series {
+	s := series{vec: vec, known: make(map[string]prometheus.Counter, len(values))}
+	for _, v := range values {
+		s.known[v] = vec.WithLabelValues(v)
+	}
+	return s
+}
+
+func (s series) inc(value string) {
+	if c, ok := s.known[value]; ok {
+		c.Inc()
+		return
+	}
+	s.vec.WithLabelValues(value).Inc()
 }
 
 var _ app.Metrics = (*Metrics)(nil)
@@ -33,6 +59,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.reads = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "position_reads_total",
 		Help: "Position requests by where the answer came from: frontier (memory, a ticket far from the front) or store (Redis)."}, []string{"source"})
 	reg.MustRegister(m.enters, m.positions, m.challenges, m.reads)
+	m.positionSeries = newSeries(m.positions, app.PositionOutcomes()...)
+	m.readSeries = newSeries(m.reads, app.PositionSources()...)
 	return m
 }
 
@@ -40,10 +68,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) Entered(outcome string) { m.enters.WithLabelValues(outcome).Inc() }
 
 // Positioned counts a position request's outcome.
-func (m *Metrics) Positioned(outcome string) { m.positions.WithLabelValues(outcome).Inc() }
+func (m *Metrics) Positioned(outcome string) { m.positionSeries.inc(outcome) }
 
 // PositionRead counts where a position answer came from.
-func (m *Metrics) PositionRead(source string) { m.reads.WithLabelValues(source).Inc() }
+func (m *Metrics) PositionRead(source string) { m.readSeries.inc(source) }
 
 // ChallengeIssued counts a challenge handed out.
 func (m *Metrics) ChallengeIssued() { m.challenges.Inc() }
