@@ -26,6 +26,7 @@ fmt: ## gofmt the tree
 test: vet ## vet, then every test with the race detector against the local servers
 	@test -z "$$(gofmt -l pkg services)" || { echo "gofmt needed:"; gofmt -l pkg services; exit 1; }
 	$(GO) test -race -count=1 -timeout 15m work
+	$(GO) test -count=1 -run 'DoesNotAllocate' work # allocation counts hold only without -race
 
 fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
 	@GO=$(GO) deploy/fuzz/run.sh
