@@ -45,6 +45,9 @@ const (
 	// TypeQueueStarted (409): the queue's start time has passed and its
 	// pre-queue was drawn; startsAt can no longer change.
 	TypeQueueStarted = "queue-started"
+	// TypeShardsFixed (409): the queue's line count cannot change while
+	// anyone is in it, or together with a start time.
+	TypeShardsFixed = "shards-fixed"
 	// TypeTicketInvalid (403): the queue ticket was not issued to this
 	// user for this queue (forged, altered, or someone else's).
 	TypeTicketInvalid = "ticket-invalid"

@@ -101,6 +101,9 @@ type IssueRequest struct {
 	// recorded one. A FIXED queue ignores it.
 	Rate       float64
 	RateReason string
+	// Share is the line's part of the queue's rate, for a line of a queue
+	// split into lines (LineShares); 0 is all of it.
+	Share float64
 }
 
 // Why a tick admitted nobody although the queue is open.
@@ -133,6 +136,10 @@ type IssueResult struct {
 	Mode             AdmissionMode
 	MinRate, MaxRate float64
 	TargetLatency    time.Duration
+	// ConfigVersion is the version of the config the tick read: the line's
+	// copy, for a line of a queue split into lines (a copy behind the
+	// queue's is written again by the leader).
+	ConfigVersion int64
 }
 
 // RestoreOutcome is what a restore did.
@@ -198,6 +205,9 @@ func GrantsFor(rate float64, tick, since time.Duration) int {
 // IssueCall is one queue's tick in a round that ticks many queues at once.
 type IssueCall struct {
 	QueueID string
+	// Line is the line ticked, of a queue split into lines (0: the queue's
+	// own). Its tokens name it (LineToken).
+	Line int
 	IssueRequest
 }
 
@@ -211,6 +221,14 @@ type IssueReply struct {
 // Lease is a dispatcher's hold on one queue: its fencing epoch.
 type Lease struct {
 	QueueID string
+	Epoch   int64
+}
+
+// LineLease is a leader's epoch to raise a line of its queue to (the
+// queue's lines 1 and up follow line 0's lease).
+type LineLease struct {
+	QueueID string
+	Line    int
 	Epoch   int64
 }
 

@@ -53,6 +53,11 @@ type Config struct {
 	// people straight to the order form (BYPASS), each order-service
 	// replica holding the queue's orders to its admission rate.
 	FailMode FailMode `json:"failMode"`
+	// Shards is how many sub-lines the line is split into, each in a
+	// Redis Cluster hash slot of its own (1 to MaxShards): one sale's
+	// enters and admissions then spread over the cluster's masters. It is
+	// fixed while anyone is in the queue (see lines.go).
+	Shards int `json:"shards"`
 }
 
 // FailMode is a queue's answer to a Redis outage.
@@ -133,6 +138,7 @@ func DefaultConfig() Config {
 		MaxAdmissionRatePerSec: 175,
 		TargetOrderLatencyMs:   500,
 		FailMode:               FailClosed,
+		Shards:                 1,
 	}
 }
 
@@ -207,6 +213,9 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.TargetOrderLatencyMs < MinTargetOrderLatencyMs || c.TargetOrderLatencyMs > MaxTargetOrderLatencyMs {
 		add("targetOrderLatencyMs", "must be between %d and %d", MinTargetOrderLatencyMs, MaxTargetOrderLatencyMs)
+	}
+	if c.Shards < 1 || c.Shards > MaxShards {
+		add("shards", "must be between 1 and %d", MaxShards)
 	}
 	if c.MaxOrdersPerUser < 0 || c.MaxOrdersPerUser > MaxMaxOrdersPerUser {
 		add("maxOrdersPerUser", "must be between 0 (no limit) and %d", MaxMaxOrdersPerUser)

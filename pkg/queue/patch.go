@@ -28,6 +28,7 @@ type Patch struct {
 	MaxAdmissionRatePerSec *float64
 	TargetOrderLatencyMs   *int64
 	FailMode               *FailMode
+	Shards                 *int64
 }
 
 // Apply returns c with the patch's fields set.
@@ -59,6 +60,9 @@ func (p Patch) Apply(c Config) Config {
 	setInt(&c.TargetOrderLatencyMs, p.TargetOrderLatencyMs)
 	if p.FailMode != nil {
 		c.FailMode = *p.FailMode
+	}
+	if p.Shards != nil {
+		c.Shards = int(min(max(*p.Shards, -1), MaxShards+1)) // out of range stays out of range for Validate
 	}
 	return c
 }
@@ -170,6 +174,8 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 			p.PowDifficultyBits, msg = decodeInt(v)
 		case "maxOrdersPerUser":
 			p.MaxOrdersPerUser, msg = decodeInt(v)
+		case "shards":
+			p.Shards, msg = decodeInt(v)
 		default:
 			msg = "unknown field"
 		}

@@ -145,6 +145,9 @@ type Standing struct {
 	// Ticket is the holder's signed ticket, set by the gateway.
 	Seq, Generation int64
 	Ticket          string
+	// Line is the sub-line the holder is in (0 for a queue not split):
+	// Seq counts in it. Lines is the queue's line count (0 or 1: not split).
+	Line, Lines int
 }
 
 // Ahead is the number of people in front of the user.
@@ -171,4 +174,17 @@ type Stats struct {
 	// last set it (0 until one did, and for a FIXED queue), RateReason why.
 	EffectiveRate float64
 	RateReason    string
+	// Lines are the figures of each line of a queue split into lines (nil
+	// for one that is not); the queue's are their sums.
+	Lines []LineStats
+}
+
+// LineStats are one line's live figures.
+type LineStats struct {
+	Line         int
+	Waiting      int64
+	Active       int64
+	IssuedTotal  int64
+	MeasuredRate float64
+	Held         string
 }

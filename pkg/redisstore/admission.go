@@ -55,15 +55,19 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 	return rep.IssueResult, rep.Err
 }
 
-func issueArgs(q string, r queue.IssueRequest) []any {
-	args := make([]any, 0, 8+2*len(r.Grants))
-	var rate any = ""
+func issueArgs(q string, line int, r queue.IssueRequest) []any {
+	args := make([]any, 0, 9+2*len(r.Grants))
+	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
 	}
-	args = append(args, r.Epoch, KeysFor(q).Prefix(), r.Tick.Milliseconds(), q, requestID(), r.OutboxBound, rate, r.RateReason)
+	if r.Share > 0 {
+		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
+	}
+	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, requestID(),
+		r.OutboxBound, rate, r.RateReason, share)
 	for _, g := range r.Grants {
-		args = append(args, g.Secret, g.TokenID)
+		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
 	return args
 }
@@ -82,6 +86,7 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 		r.Mode = queue.AdmissionMode(str(res[6]))
 		r.MinRate, r.MaxRate = float(res[7]), float(res[8])
 		r.TargetLatency = time.Duration(intOf(res, 9)) * time.Millisecond
+		r.ConfigVersion = intOf(res, 10)
 	}
 	switch str(res[0]) {
 	case "STALE":

@@ -17,8 +17,8 @@ func (s *Store) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.I
 		return out
 	}
 	cmds, _ := s.evalAll(ctx, issueScript, len(calls),
-		func(i int) []string { return KeysFor(calls[i].QueueID).issueKeys() },
-		func(i int) []any { return issueArgs(calls[i].QueueID, calls[i].IssueRequest) })
+		func(i int) []string { return KeysFor(queue.LineID(calls[i].QueueID, calls[i].Line)).issueKeys() },
+		func(i int) []any { return issueArgs(calls[i].QueueID, calls[i].Line, calls[i].IssueRequest) })
 	for i, c := range cmds {
 		res, err := c.Slice()
 		out[i].IssueResult, out[i].Err = issueReply(calls[i].QueueID, calls[i].Epoch, res, err)
@@ -49,6 +49,34 @@ func (s *Store) AcquireLeases(ctx context.Context, owner string, qs []string, tt
 			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], queue.ErrNotFound)
 		default:
 			out[i].Epoch = epoch
+		}
+	}
+	return out
+}
+
+// FollowLeases raises the epoch of each line (a queue's line 1 and up) to
+// its queue leader's (see lua/lease.lua's follow), in one pipelined round.
+// A reply's Epoch is the leader's when the line follows it, 0 when a newer
+// leader took the line; queue.ErrNotFound is a line without its config
+// copy (SyncLines writes it).
+func (s *Store) FollowLeases(ctx context.Context, owner string, lines []queue.LineLease) []queue.LeaseReply {
+	out := make([]queue.LeaseReply, len(lines))
+	if len(lines) == 0 {
+		return out
+	}
+	cmds, _ := s.evalAll(ctx, leaseScript, len(lines),
+		func(i int) []string { return KeysFor(queue.LineID(lines[i].QueueID, lines[i].Line)).leaseKeys() },
+		func(i int) []any { return []any{"follow", owner, 0, lines[i].Epoch} })
+	for i, c := range cmds {
+		id := queue.LineID(lines[i].QueueID, lines[i].Line)
+		n, err := c.Int64()
+		switch {
+		case err != nil:
+			out[i].Err = fmt.Errorf("follow lease %s: %w", id, classify(err))
+		case n < 0:
+			out[i].Err = fmt.Errorf("follow lease %s: %w", id, queue.ErrNotFound)
+		default:
+			out[i].Epoch = n
 		}
 	}
 	return out

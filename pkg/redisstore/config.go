@@ -24,12 +24,76 @@ const maxUpdateAttempts = 100
 // when the queue does not exist yet) and whether it existed; an error from
 // update aborts without writing. Creating a queue also registers it in
 // wr:queues, where dispatchers find it.
+//
+// A queue split into lines gets its config copied to every line. A change
+// of the line count of an existing queue first holds its lines (their
+// scripts refuse for a moment, see holdLines) and goes through only if
+// they are all empty; otherwise it fails with queue.ErrShardsFixed and changes
+// nothing.
 func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error) {
+	out, created, reshard, err := s.updateConfig(ctx, q, update, 0)
+	if err == nil || reshard == nil {
+		return out, created, s.afterConfig(ctx, q, out, 0, err)
+	}
+	// The line count changes: hold the lines, check they are empty, and
+	// write the change only then.
+	empty, err := s.holdLines(ctx, q, reshard.from)
+	if err == nil && !empty {
+		err = fmt.Errorf("configure %s: shards: %w", q, queue.ErrShardsFixed)
+	}
+	if err != nil {
+		return out, false, errors.Join(err, s.releaseLines(ctx, q, reshard.from))
+	}
+	out, created, _, err = s.updateConfig(ctx, q, update, reshard.from)
+	if err != nil {
+		return out, false, errors.Join(err, s.releaseLines(ctx, q, reshard.from))
+	}
+	return out, created, s.afterConfig(ctx, q, out, reshard.from, nil)
+}
+
+// afterConfig completes a config write that err did not fail: the copies on
+// the lines, and the lines a smaller count left behind (from, the count
+// before a change of it; 0 when it did not change).
+func (s *Store) afterConfig(ctx context.Context, q string, c queue.Config, from int, err error) error {
+	if err != nil {
+		return err
+	}
+	s.lines.setShards(q, max(1, c.Shards))
+	if c.Shards > 1 {
+		if _, err := s.SyncLines(ctx, q); err != nil {
+			return err
+		}
+	}
+	if from > c.Shards {
+		if err := s.dropLines(ctx, q, max(1, c.Shards), from); err != nil {
+			return err
+		}
+	}
+	if from > 0 {
+		// Line 0's hold: the others lost theirs with their copies (or
+		// with their keys).
+		return s.releaseLines(ctx, q, 1)
+	}
+	return nil
+}
+
+// lineCountChange is a change of the line count update asked for.
+type lineCountChange struct{ from, to int }
+
+// errReshardFirst stops a transaction that would change the line count
+// before the lines were held.
+var errReshardFirst = errors.New("hold the lines first")
+
+// updateConfig is one WATCH/MULTI round of UpdateConfig. held is the line
+// count whose lines are held for a change of it (0: none): a change from
+// any other count is returned as reshard, not written.
+func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error), held int) (queue.Config, bool, *lineCountChange, error) {
 	k := KeysFor(q)
 	var (
 		out       queue.Config
 		created   bool
 		updateErr error
+		reshard   *lineCountChange
 	)
 	txf := func(tx *redis.Tx) error {
 		h, err := tx.HGetAll(ctx, k.Config()).Result()
@@ -47,6 +111,15 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		if err != nil {
 			updateErr = err
 			return err
+		}
+		if next.Shards > 1 && !next.StartsAt.IsZero() {
+			updateErr = fmt.Errorf("configure %s: %w", q, queue.ErrShardsWithStart)
+			return updateErr
+		}
+		if exists && next.Shards != cur.Shards && cur.Shards != held {
+			reshard = &lineCountChange{from: cur.Shards, to: next.Shards}
+			updateErr = errReshardFirst
+			return updateErr
 		}
 		drawState, err := tx.HGet(ctx, k.Draw(), "state").Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -77,6 +150,9 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 				p.HSet(ctx, k.Config(), "createdAtMs", time.Now().UnixMilli())
 			}
 			p.HIncrBy(ctx, k.Config(), "version", 1)
+			if held > 0 {
+				p.HDel(ctx, k.Config(), "resharding")
+			}
 			return nil
 		})
 		out, created = next, !exists
@@ -87,32 +163,69 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 		if errors.Is(err, redis.TxFailedErr) {
 			select {
 			case <-ctx.Done():
-				return out, false, fmt.Errorf("configure %s: %w", q, ctx.Err())
+				return out, false, nil, fmt.Errorf("configure %s: %w", q, ctx.Err())
 			case <-time.After(time.Duration(1+rand.IntN(5)) * time.Millisecond):
 			}
 			continue
 		}
 		if updateErr != nil {
-			return out, false, updateErr
+			return out, false, reshard, updateErr
 		}
 		if err != nil {
-			return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
+			return out, false, nil, fmt.Errorf("configure %s: %w", q, classify(err))
 		}
 		// wr:queues is in another slot, so it cannot join the transaction.
 		// It is written after the configuration (and on every update, so an
 		// interrupted create is completed by the next PUT): a refused update
 		// registers nothing.
 		if err := s.rdb.SAdd(ctx, QueuesKey, q).Err(); err != nil {
-			return out, false, fmt.Errorf("configure %s: %w", q, classify(err))
+			return out, false, nil, fmt.Errorf("configure %s: %w", q, classify(err))
 		}
-		return out, created, nil
+		return out, created, nil, nil
 	}
-	return out, false, fmt.Errorf("configure %s: %w: too much contention", q, queue.ErrUnavailable)
+	return out, false, nil, fmt.Errorf("configure %s: %w: too much contention", q, queue.ErrUnavailable)
 }
 
 // Config returns queue q's knobs and live figures.
+//
+// A queue split into lines has its figures summed over the lines, each
+// line's in Stats.Lines.
 func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats, error) {
-	res, err := statsScript.Run(ctx, s.rdb, KeysFor(q).statsKeys()).Slice()
+	cfg, st, err := s.lineConfig(ctx, q, q)
+	if err != nil || cfg.Shards <= 1 {
+		return cfg, st, err
+	}
+	s.lines.setShards(q, cfg.Shards)
+	st.Lines = []queue.LineStats{lineStats(0, st)}
+	for line := 1; line < cfg.Shards; line++ {
+		_, ls, err := s.lineConfig(ctx, q, queue.LineID(q, line))
+		if errors.Is(err, queue.ErrNotFound) {
+			continue // not copied yet (the leader copies it): nobody in it
+		}
+		if err != nil {
+			return cfg, st, err
+		}
+		st.Lines = append(st.Lines, lineStats(line, ls))
+		st.Waiting += ls.Waiting
+		st.Active += ls.Active
+		st.IssuedTotal += ls.IssuedTotal
+		st.MeasuredRate += ls.MeasuredRate
+		if ls.Draw != nil && st.Draw != nil {
+			st.Draw.PreQueued += ls.Draw.PreQueued
+			st.Draw.Placed += ls.Draw.Placed
+		}
+	}
+	return cfg, st, nil
+}
+
+func lineStats(line int, st queue.Stats) queue.LineStats {
+	return queue.LineStats{Line: line, Waiting: st.Waiting, Active: st.Active, IssuedTotal: st.IssuedTotal,
+		MeasuredRate: st.MeasuredRate, Held: st.Held}
+}
+
+// lineConfig reads the config and figures of one line (id) of queue q.
+func (s *Store) lineConfig(ctx context.Context, q, id string) (queue.Config, queue.Stats, error) {
+	res, err := statsScript.Run(ctx, s.rdb, KeysFor(id).statsKeys()).Slice()
 	if err != nil {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, classify(err))
 	}
@@ -185,6 +298,7 @@ func encodeConfig(c queue.Config) map[string]any {
 		"maxAdmissionRatePerSec": strconv.FormatFloat(c.MaxAdmissionRatePerSec, 'f', -1, 64),
 		"targetOrderLatencyMs":   c.TargetOrderLatencyMs,
 		"failMode":               string(c.FailMode),
+		"shards":                 max(1, c.Shards),
 	}
 }
 
@@ -227,6 +341,9 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("powDifficultyBits", &c.PowDifficultyBits)
 	num("maxOrdersPerUser", &c.MaxOrdersPerUser)
 	num("targetOrderLatencyMs", &c.TargetOrderLatencyMs)
+	shards := int64(1)
+	num("shards", &shards)
+	c.Shards = int(shards)
 	var starts int64
 	num("startsAtMs", &starts)
 	if starts > 0 {

@@ -14,18 +14,31 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 	if len(users) == 0 {
 		return map[string]queue.Standing{}, nil
 	}
-	k := KeysFor(q)
+	shards, err := s.Shards(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("position many %s: %w", q, err)
+	}
+	lines := make([]int, len(users))
+	for i, u := range users {
+		lines[i] = queue.LineOf(u, shards)
+	}
 	cmds, err := s.evalAll(ctx, positionScript, len(users),
-		func(i int) []string { return k.positionKeys(users[i]) },
-		func(i int) []any { return []any{users[i], ""} })
+		func(i int) []string { return KeysFor(queue.LineID(q, lines[i])).positionKeys(users[i]) },
+		func(i int) []any { return []any{users[i], "", shards} })
 	out := make(map[string]queue.Standing, len(users))
 	for i, c := range cmds {
 		res, cerr := c.Slice()
 		if cerr != nil {
 			continue
 		}
+		if stale, _ := s.reshard(q, res); stale {
+			continue // routed by a stale count: the next round reads it right
+		}
 		st, _, serr := standingReply(q, res)
-		if serr == nil {
+		if serr != nil {
+			continue
+		}
+		if st, serr = s.toQueue(ctx, q, shards, lines[i], st); serr == nil {
 			out[users[i]] = st
 		}
 	}

@@ -15,7 +15,7 @@ import (
 // same token succeeds. The token moves to inflight with a lease; orderID
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
-	res, err := consumeScript.Run(ctx, s.rdb, KeysFor(q).consumeKeys(user),
+	res, err := consumeScript.Run(ctx, s.rdb, tokenKeys(q, secret).consumeKeys(user),
 		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds()).Slice()
 	if err != nil {
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, classify(err))
@@ -39,7 +39,7 @@ func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, le
 // CheckToken is the order path's cheap gate (see lua/check.lua): read-only,
 // one round trip, nothing charged. Consume stays the authority.
 func (s *Store) CheckToken(ctx context.Context, q, user, secret string) (queue.TokenCheck, error) {
-	res, err := checkScript.Run(ctx, s.rdb, KeysFor(q).checkKeys(user), secret).Slice()
+	res, err := checkScript.Run(ctx, s.rdb, tokenKeys(q, secret).checkKeys(user), secret).Slice()
 	if err != nil {
 		return queue.TokenCheck{}, fmt.Errorf("check token %s: %w", q, classify(err))
 	}
@@ -58,7 +58,7 @@ func (s *Store) CheckToken(ctx context.Context, q, user, secret string) (queue.T
 // marker ORDERED. It reports false when there was nothing to settle (already
 // settled or restored).
 func (s *Store) Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error) {
-	n, err := settleScript.Run(ctx, s.rdb, KeysFor(q).settleKeys(user), user, tokenID, orderID).Int64()
+	n, err := settleScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).settleKeys(user), user, tokenID, orderID).Int64()
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", q, classify(err))
 	}
@@ -71,7 +71,7 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 	if restorable {
 		r = "1"
 	}
-	res, err := restoreScript.Run(ctx, s.rdb, KeysFor(q).restoreKeys(user), user, tokenID, orderID, r, q).Slice()
+	res, err := restoreScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q).Slice()
 	if err != nil {
 		return "", fmt.Errorf("restore %s: %w", q, classify(err))
 	}
@@ -89,13 +89,27 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 // so a reaper whose own clock runs ahead cannot declare a live order
 // abandoned. A token whose consumed data has expired comes back with its
 // user but no order id.
+//
+// A queue split into lines has each line's list read, up to limit each.
 func (s *Store) Overdue(ctx context.Context, q string, limit int64) ([]queue.InflightToken, error) {
-	k := KeysFor(q)
-	res, err := overdueScript.Run(ctx, s.rdb, k.overdueKeys(), limit, k.Prefix()).Slice()
+	shards, err := s.Shards(ctx, q)
 	if err != nil {
-		return nil, classifyf("overdue "+q, err)
+		return nil, fmt.Errorf("overdue %s: %w", q, err)
 	}
-	out := make([]queue.InflightToken, 0, len(res)/3)
+	var out []queue.InflightToken
+	for line := range shards {
+		k := KeysFor(queue.LineID(q, line))
+		res, err := overdueScript.Run(ctx, s.rdb, k.overdueKeys(), limit, k.Prefix()).Slice()
+		if err != nil {
+			return out, classifyf("overdue "+q, err)
+		}
+		out = appendOverdue(out, res)
+	}
+	return out, nil
+}
+
+// appendOverdue appends the tokens of an overdue script's reply to out.
+func appendOverdue(out []queue.InflightToken, res []any) []queue.InflightToken {
 	for i := 0; i+2 < len(res); i += 3 {
 		tid, user, _ := strings.Cut(str(res[i]), ":")
 		deadline, _ := strconv.ParseFloat(str(res[i+1]), 64)
@@ -109,7 +123,7 @@ func (s *Store) Overdue(ctx context.Context, q string, limit int64) ([]queue.Inf
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out
 }
 
 // classifyf wraps a Redis error with an operation name; nil stays nil.
@@ -124,5 +138,9 @@ func classifyf(op string, err error) error {
 // OrderFailed is safely recorded: from then on restoration owns it (the data
 // a restore needs stays), and the reaper no longer looks at it.
 func (s *Store) HandOff(ctx context.Context, q, user, tokenID string) error {
-	return classifyf("hand off "+q, s.rdb.ZRem(ctx, KeysFor(q).Inflight(), inflightMember(tokenID, user)).Err())
+	return classifyf("hand off "+q, s.rdb.ZRem(ctx, tokenKeys(q, tokenID).Inflight(), inflightMember(tokenID, user)).Err())
 }
+
+// tokenKeys are the keys of the line of q that issued a token (its secret
+// or id names the line: queue.TokenLine).
+func tokenKeys(q, token string) Keys { return KeysFor(queue.LineID(q, queue.TokenLine(token))) }

@@ -81,24 +81,34 @@ func (s *Store) ClaimOutbox(ctx context.Context, q, consumer string, minIdle tim
 
 // AckOutboxes acknowledges published events and deletes them, every
 // queue's in one round: the outbox only ever holds what the broker has not
-// confirmed. Acknowledge and delete go together (MULTI per queue), so an
-// entry is never left in the stream but out of the pending list.
+// confirmed. Acknowledge and delete go together (lua/outbox_ack.lua, one
+// script a stream), so an entry is never left in the stream but out of the
+// pending list.
 func (s *Store) AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) error {
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, b := range batches {
-			if len(b.Events) == 0 {
-				continue
-			}
-			ids := make([]string, len(b.Events))
-			for i, e := range b.Events {
-				ids[i] = e.StreamID
-			}
-			key := KeysFor(b.QueueID).Outbox()
-			p.XAck(ctx, key, OutboxGroup, ids...)
-			p.XDel(ctx, key, ids...)
+	var acks []queue.OutboxBatch
+	for _, b := range batches {
+		if len(b.Events) > 0 {
+			acks = append(acks, b)
 		}
+	}
+	if len(acks) == 0 {
 		return nil
-	})
+	}
+	cmds, err := s.evalAll(ctx, ackScript, len(acks),
+		func(i int) []string { return []string{KeysFor(acks[i].QueueID).Outbox()} },
+		func(i int) []any {
+			args := make([]any, 0, 1+len(acks[i].Events))
+			args = append(args, OutboxGroup)
+			for _, e := range acks[i].Events {
+				args = append(args, e.StreamID)
+			}
+			return args
+		})
+	for _, c := range cmds {
+		if cerr := c.Err(); cerr != nil {
+			return classifyf("ack outbox", cerr)
+		}
+	}
 	return classifyf("ack outbox", err)
 }
 

@@ -41,12 +41,13 @@ var (
 	restoreScript  = script("restore")
 	overdueScript  = script("overdue")
 	groupScript    = script("outbox_group")
+	ackScript      = script("outbox_ack")
 	drawScript     = script("draw")
 	frontierScript = script("frontier")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
-var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, drawScript}
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, ackScript, drawScript}
 
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}

@@ -15,6 +15,8 @@ import (
 // Store runs the queue operations against Redis.
 type Store struct {
 	rdb redis.UniversalClient
+	// lines remembers the queues' line counts and lengths (lines.go).
+	lines lineBook
 }
 
 // NewStore returns a Store over rdb.
@@ -50,17 +52,22 @@ func (s *Store) Enter(ctx context.Context, q, user string) (queue.Standing, erro
 // for one accepts once (queue.ErrChallengeFailed otherwise). A zero proof
 // is none.
 func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.Proof) (queue.Standing, error) {
-	k := KeysFor(q)
 	var expires int64
 	if proof.ID != "" {
 		expires = proof.ExpiresAt.UnixMilli()
 	}
-	res, err := enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires).Slice()
+	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
+		k := KeysFor(queue.LineID(q, line))
+		return enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards).Slice()
+	})
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))
 	}
 	st, outcome, err := standingReply(q, res)
 	if err != nil {
+		return st, fmt.Errorf("enter %s: %w", q, err)
+	}
+	if st, err = s.toQueue(ctx, q, shards, line, st); err != nil {
 		return st, fmt.Errorf("enter %s: %w", q, err)
 	}
 	switch outcome {
@@ -80,13 +87,18 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 // WAITING standing carries its place's sequence number and the queue's
 // generation (for a ticket).
 func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, error) {
-	k := KeysFor(q)
-	res, err := positionScript.Run(ctx, s.rdb, k.positionKeys(user), user, "1").Slice()
+	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
+		k := KeysFor(queue.LineID(q, line))
+		return positionScript.Run(ctx, s.rdb, k.positionKeys(user), user, "1", shards).Slice()
+	})
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("position %s: %w", q, classify(err))
 	}
 	st, _, err := standingReply(q, res)
 	if err != nil {
+		return st, fmt.Errorf("position %s: %w", q, err)
+	}
+	if st, err = s.toQueue(ctx, q, shards, line, st); err != nil {
 		return st, fmt.Errorf("position %s: %w", q, err)
 	}
 	return st, nil
@@ -95,28 +107,52 @@ func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, e
 // Leave takes user out of line q, or out of its pre-queue. It reports
 // whether the user was waiting (or pre-queued).
 func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
-	k := KeysFor(q)
-	n, err := leaveScript.Run(ctx, s.rdb, k.leaveKeys(user), user).Int64()
-	if err != nil {
-		return false, fmt.Errorf("leave %s: %w", q, classify(err))
+	for attempt := 0; ; attempt++ {
+		line, shards, err := s.userLine(ctx, q, user)
+		if err != nil {
+			return false, fmt.Errorf("leave %s: %w", q, err)
+		}
+		k := KeysFor(queue.LineID(q, line))
+		n, err := leaveScript.Run(ctx, s.rdb, k.leaveKeys(user), user, shards).Int64()
+		switch {
+		case err != nil:
+			return false, fmt.Errorf("leave %s: %w", q, classify(err))
+		case n == -1:
+			return false, fmt.Errorf("leave %s: %w", q, queue.ErrNotFound)
+		case n == -2:
+			return false, fmt.Errorf("leave %s: its line count is being changed: %w", q, queue.ErrUnavailable)
+		case n < -2 && attempt == 0:
+			s.lines.setShards(q, int(-2-n)) // routed by a stale count: once more
+		case n < -2:
+			return false, fmt.Errorf("leave %s: line count changed twice: %w", q, queue.ErrUnavailable)
+		default:
+			return n == 1, nil
+		}
 	}
-	if n < 0 {
-		return false, fmt.Errorf("leave %s: %w", q, queue.ErrNotFound)
-	}
-	return n == 1, nil
 }
 
 // Close stops entries to q and drops its waiting line and pre-queue,
 // returning how many people were in them.
+//
+// A queue split into lines is closed line by line, line 0 first (enters
+// route by it: a refused line count sends them there).
 func (s *Store) Close(ctx context.Context, q string) (int64, error) {
-	n, err := closeScript.Run(ctx, s.rdb, KeysFor(q).closeKeys()).Int64()
+	shards, err := s.Shards(ctx, q)
 	if err != nil {
-		return 0, fmt.Errorf("close %s: %w", q, classify(err))
+		return 0, fmt.Errorf("close %s: %w", q, err)
 	}
-	if n < 0 {
-		return 0, fmt.Errorf("close %s: %w", q, queue.ErrNotFound)
+	var total int64
+	for line := range shards {
+		n, err := closeScript.Run(ctx, s.rdb, KeysFor(queue.LineID(q, line)).closeKeys()).Int64()
+		if err != nil {
+			return total, fmt.Errorf("close %s: %w", q, classify(err))
+		}
+		if n < 0 && line == 0 {
+			return 0, fmt.Errorf("close %s: %w", q, queue.ErrNotFound)
+		}
+		total += max(0, n)
 	}
-	return n, nil
+	return total, nil
 }
 
 // Queues lists the known queue ids.
@@ -128,12 +164,27 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Waiting returns the length of each named queue's line, in one pipeline.
+// Waiting returns the length of each named queue's line (all its lines'),
+// in one pipeline.
 func (s *Store) Waiting(ctx context.Context, ids []string) (map[string]int64, error) {
-	cmds := make([]*redis.IntCmd, len(ids))
+	type card struct {
+		id  string
+		cmd *redis.IntCmd
+	}
+	var cmds []card
+	shards := make([]int, len(ids))
+	for i, id := range ids {
+		n, err := s.Shards(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("waiting: %w", err)
+		}
+		shards[i] = n
+	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
-			cmds[i] = p.ZCard(ctx, KeysFor(id).Waiting())
+			for line := range shards[i] {
+				cmds = append(cmds, card{id, p.ZCard(ctx, KeysFor(queue.LineID(id, line)).Waiting())})
+			}
 		}
 		return nil
 	})
@@ -141,8 +192,8 @@ func (s *Store) Waiting(ctx context.Context, ids []string) (map[string]int64, er
 		return nil, fmt.Errorf("waiting: %w", classify(err))
 	}
 	out := make(map[string]int64, len(ids))
-	for i, id := range ids {
-		out[id] = cmds[i].Val()
+	for _, c := range cmds {
+		out[c.id] += c.cmd.Val()
 	}
 	return out, nil
 }
@@ -228,20 +279,30 @@ func (s *Store) Purge(ctx context.Context, q string) error {
 		return classifyf("purge "+q, err)
 	}
 	k := KeysFor(q)
-	// On a cluster every key of q is in one slot, so one node's SCAN sees
-	// them all; ForEachMaster covers both topologies.
+	// On a cluster the keys of q's lines are in as many slots as it has
+	// lines (wr:{q}:..., wr:{q:1}:..., no other queue's id has a ':'), so
+	// every master is scanned (ForEachMaster covers both topologies) and
+	// the keys are deleted one a command, pipelined.
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		iter := c.Scan(ctx, 0, k.Prefix()+"*", 500).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			return err
-		}
-		for i := 0; i < len(keys); i += 500 {
-			if err := c.Del(ctx, keys[i:min(i+500, len(keys))]...).Err(); err != nil {
+		for _, pattern := range []string{k.Prefix() + "*", "wr:{" + q + ":*"} {
+			iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+			var keys []string
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
+			}
+			if err := iter.Err(); err != nil {
 				return err
+			}
+			for i := 0; i < len(keys); i += 500 {
+				_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for _, key := range keys[i:min(i+500, len(keys))] {
+						p.Del(ctx, key)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
 			}
 		}
 		return nil

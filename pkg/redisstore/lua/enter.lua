@@ -20,11 +20,21 @@
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
 --       9 draw
--- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms)
+-- A queue split into sub-lines runs this on the user's line (its keys,
+-- its config copy): the caller names the line count it routed by (ARGV 5),
+-- and a wrong one is answered {'RESHARD', count} (see line_check); the cap
+-- is this line's share of the queue's.
+--
+-- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms),
+--       5 the line count the caller routed by ('' for no check)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
   'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
+end
+local wrong_line = line_check(KEYS[1], ARGV[5] or '')
+if wrong_line then
+  return wrong_line
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[6], now)
@@ -63,7 +73,7 @@ if (drawing == 'SCHEDULED' or drawing == 'DRAWING') and redis.call('ZSCORE', KEY
 end
 
 -- The cap counts the pre-queued: they all get a place at the start.
-local cap = math.min(tonumber(cfg[3]), math.floor(tonumber(cfg[4]) * tonumber(cfg[2])))
+local cap = line_share(KEYS[1], math.min(tonumber(cfg[3]), math.floor(tonumber(cfg[4]) * tonumber(cfg[2]))))
 if total + prequeued >= cap then
   return reply('FULL', cfg[1], cfg[2], measured, total, 0)
 end

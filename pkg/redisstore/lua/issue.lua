@@ -25,14 +25,22 @@
 -- tick) the recorded one stands. A FIXED queue admits at its configured
 -- rate and has no effective rate recorded.
 --
+-- A line of a queue split into lines (queue/lines.go) is ticked like a
+-- queue of its own, at its share of the queue's rate (ARGV 9: the line's
+-- length over the queue's, from the leader) and with its share of
+-- maxActive (line_share); the frontier it announces is the line's (its
+-- line id, "<q>:<i>"), the events it writes name the queue.
+--
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
 -- (prequeue and draw, built from the prefix, are touched only while a draw
 -- is pending: see schedule)
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
 --       6 outbox bound (0: none), 7 proposed rate ('' for none), 8 its reason,
---       9.. (secret, token id) pairs made by the caller, one per possible admission
+--       9 the line's share of the rate ('' for all of it),
+--       10.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
--- min rate, max rate, target latency ms}, outcome OK | PAUSED | HELD; or
+-- min rate, max rate, target latency ms, config version}, outcome OK |
+-- PAUSED | HELD; or
 -- {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
@@ -46,7 +54,8 @@ if d[2] == ARGV[5] and d[3] then
   return cjson.decode(d[3])
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
-  'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending')
+  'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending',
+  'version')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -65,6 +74,9 @@ if adaptive then
   end
   rate = math.min(math.max(proposed or tonumber(d[7] or '') or rate, tonumber(cfg[8])), tonumber(cfg[9]))
 end
+-- This line's part of it: what its credit, batch cap and measured rate
+-- count in. The replies and effectiveRate keep the queue's rate.
+local line_rate = rate * (tonumber(ARGV[9]) or 1)
 
 -- Records the reply of this tick next to its id, then returns it. Every
 -- reply but the errors ends with the rate and the queue's admission mode.
@@ -74,6 +86,7 @@ local function done(r, fields)
   end
   r[5] = r[5] or ''
   r[6], r[7], r[8], r[9], r[10] = tostring(rate), cfg[7] or 'FIXED', cfg[8] or '0', cfg[9] or '0', cfg[10] or '0'
+  r[11] = cfg[12] or '0'
   if adaptive then
     fields[#fields + 1], fields[#fields + 2] = 'effectiveRate', rate
     if reason then
@@ -117,8 +130,8 @@ local elapsed = math.max(0, now - last)
 -- not carried into the next second (that was about 15 people too many
 -- after every failover).
 local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
-local batch_cap = math.ceil(rate * span / 1000) + 1
-local credit = math.min((tonumber(d[4]) or 0) + rate * elapsed / 1000, batch_cap)
+local batch_cap = math.ceil(line_rate * span / 1000) + 1
+local credit = math.min((tonumber(d[4]) or 0) + line_rate * elapsed / 1000, batch_cap)
 
 -- The measured rate the gateway's ETA uses: an average over about five
 -- seconds, weighted by time, of what each tick did. It starts at the
@@ -126,9 +139,9 @@ local credit = math.min((tonumber(d[4]) or 0) + rate * elapsed / 1000, batch_cap
 -- its own span, and idle time (nobody waiting) counts as the configured
 -- rate, since that is how fast the next person would move.
 local function measure(waiting, issued)
-  local measured = tonumber(d[6]) or rate
+  local measured = tonumber(d[6]) or line_rate
   if elapsed > 0 then
-    local target = rate
+    local target = line_rate
     if waiting > 0 then
       target = issued * 1000 / elapsed
     end
@@ -177,10 +190,12 @@ end
 local waiting = redis.call('ZCARD', KEYS[2])
 local heads = {}
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 8) / 2)
+  local grants = math.floor((#ARGV - 9) / 2)
   local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
+    -- This line's share of the slots: the lines' shares add up to maxActive.
+    max_active = line_share(KEYS[1], max_active)
     n = math.min(n, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
   end
   if n > 0 then
@@ -249,7 +264,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[7 + 2 * i], ARGV[8 + 2 * i]
+  local secret, tid = ARGV[8 + 2 * i], ARGV[9 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -275,6 +290,7 @@ if issued > 0 then
   local bin_end = (math.floor((last + 1) / FINE_BIN) + 1) * FINE_BIN - 1
   local first_left = redis.call('ZCOUNT', prefix .. 'left', '(' .. string.format('%d', last), bin_end)
   fields[#fields + 1], fields[#fields + 2] = 'frontier', string.format('%d', last)
-  redis.call('PUBLISH', FRONTIER_CHANNEL, q .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
+  local line_id = string.match(prefix, '{(.-)}')
+  redis.call('PUBLISH', FRONTIER_CHANNEL, line_id .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
 end
 return done({'OK', issued, expired, waiting - issued}, fields)

@@ -8,9 +8,16 @@
 -- instead of "held by someone" (which would leave the queue leaderless until
 -- the lease ran out). Renew and release are idempotent as they are.
 --
+-- A queue split into lines is led by the holder of line 0's lease (the
+-- queue's own). Before its first tick the leader runs 'follow' on every
+-- other line: the line's epoch is raised to the leader's, so an ex-leader's
+-- tick on that line is refused from then on, as on line 0. A lower epoch
+-- than the line's gets 0 (a newer leader followed already); a line without
+-- its config copy -1.
+--
 -- KEYS: 1 lock, 2 dispatch, 3 config
--- ARGV: 1 op (acquire | renew | release), 2 owner, 3 lease ms,
---       4 epoch (renew, release) or attempt id (acquire)
+-- ARGV: 1 op (acquire | renew | release | follow), 2 owner, 3 lease ms,
+--       4 epoch (renew, release, follow) or attempt id (acquire)
 local op, owner = ARGV[1], ARGV[2]
 if op == 'acquire' then
   local held = redis.call('GET', KEYS[1])
@@ -30,6 +37,21 @@ if op == 'acquire' then
   redis.call('HSET', KEYS[2], 'leaseAttempt', ARGV[4])
   redis.call('PERSIST', KEYS[2])
   redis.call('SET', KEYS[1], owner .. ':' .. epoch, 'PX', ARGV[3])
+  return epoch
+end
+if op == 'follow' then
+  if redis.call('EXISTS', KEYS[3]) == 0 then
+    return -1
+  end
+  local epoch = tonumber(ARGV[4])
+  local current = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+  if epoch < current then
+    return 0
+  end
+  if epoch > current then
+    redis.call('HSET', KEYS[2], 'epoch', epoch)
+    redis.call('PERSIST', KEYS[2])
+  end
   return epoch
 end
 local mine = redis.call('GET', KEYS[1]) == owner .. ':' .. ARGV[4]

@@ -10,9 +10,18 @@
 -- replicas' frontier caches learn how many of the places ahead of a ticket
 -- are empty.
 -- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins
--- ARGV: 1 user id
+-- ARGV: 1 user id, 2 the line count the caller routed by ('' for no check;
+--       see enter): a wrong one is answered -2 - <the count>, a line being
+--       resharded -2
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
+end
+local wrong_line = line_check(KEYS[1], ARGV[2] or '')
+if wrong_line then
+  if wrong_line[1] == 'RESHARDING' then
+    return -2
+  end
+  return -2 - wrong_line[2]
 end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score then

@@ -4,10 +4,15 @@
 -- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
 --       6 prequeue, 7 draw
 -- ARGV: 1 user id, 2 '1' to have a WAITING reply carry the place's sequence
---       number and the queue's generation (for a ticket), '' not to
+--       number and the queue's generation (for a ticket), '' not to;
+--       3 the line count the caller routed by ('' for no check; see enter)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending', 'createdAtMs')
 if not cfg[1] then
   return {'NOT_FOUND'}
+end
+local wrong_line = line_check(KEYS[1], ARGV[3] or '')
+if wrong_line then
+  return wrong_line
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[5], now)

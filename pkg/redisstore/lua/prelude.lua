@@ -152,3 +152,36 @@ local function fields(s)
   end
   return f
 end
+
+-- Sub-lines (see queue/lines.go). A line's config copy carries `shards` (the
+-- queue's count) and `line` (its index); `resharding` is set on every line
+-- while an operator changes the count. A caller that routed a user by a
+-- count other than the line's own (a stale cache) is told the count, so it
+-- can route again; nobody gets a place in a line that is not theirs.
+-- Returns nil when the caller's count is right, else the reply to return.
+local function line_check(cfg_key, caller_shards)
+  local l = redis.call('HMGET', cfg_key, 'shards', 'resharding')
+  if l[2] and (tonumber(l[2]) or 0) > now_ms() then
+    return {'RESHARDING'}
+  end
+  local shards = tonumber(l[1] or '1') or 1
+  if caller_shards ~= '' and tonumber(caller_shards) ~= shards then
+    return {'RESHARD', shards}
+  end
+  return nil
+end
+
+-- line_share is this line's part of a whole split over the queue's lines
+-- (queue.LineShare): the parts add up to the whole.
+local function line_share(cfg_key, whole)
+  local l = redis.call('HMGET', cfg_key, 'shards', 'line')
+  local shards, line = tonumber(l[1] or '1') or 1, tonumber(l[2] or '0') or 0
+  if shards <= 1 then
+    return whole
+  end
+  local part = math.floor(whole / shards)
+  if line < whole % shards then
+    part = part + 1
+  end
+  return part
+end

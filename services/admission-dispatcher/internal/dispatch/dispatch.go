@@ -25,6 +25,10 @@ type Store interface {
 	ReleaseLease(ctx context.Context, q, owner string, epoch int64) error
 	IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply
 	Unregister(ctx context.Context, q string) (bool, error)
+	// A queue split into lines: its config copied to the lines, their
+	// epochs raised to the leader's.
+	SyncLines(ctx context.Context, q string) (int, error)
+	FollowLeases(ctx context.Context, owner string, lines []queue.LineLease) []queue.LeaseReply
 
 	StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error)
 	PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error)

@@ -56,6 +56,11 @@ type leadership struct {
 	// failures counts ticks failed in a row; lastWarn rate-limits their log.
 	failures int
 	lastWarn time.Time
+	// lines is the queue's lines (one for a queue not split; see
+	// lines.go), read from the config by the first tick; followed is set
+	// once lines 1 and up follow this leader's epoch.
+	lines    []lineState
+	followed bool
 }
 
 // Reasons to step down that are not faults.
@@ -194,6 +199,9 @@ func (l *leader) stepDown(ls *leadership, why string, args ...any) {
 	}
 	ls.log.Log(context.Background(), level, "stepping down: "+why, args...)
 	l.d.relay.remove(ls.q)
+	for i := 1; i < len(ls.lines); i++ {
+		l.d.relay.remove(queue.LineID(ls.q, i))
+	}
 	l.d.m.SteppedDown(ls.q)
 }
 

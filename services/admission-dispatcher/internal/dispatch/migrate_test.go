@@ -412,7 +412,7 @@ func migrateUnderLoad(t *testing.T, tn *twoNodes, orderInFlight bool, want map[s
 // (also called at cleanup).
 func runLoggedDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publisher, o dispatch.Options) (stop func()) {
 	t.Helper()
-	d, err := dispatch.New(store, pub, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, o)
+	d, err := dispatch.New(store, pub, slog.New(slog.NewTextHandler(debugOut(), nil)), nil, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 // tick runs one admission tick of every queue led, in one round.
 func (l *leader) tick(ctx context.Context) {
 	var calls []queue.IssueCall
-	var ticking []*leadership
+	var ticking []*leadership // ticking[i] leads calls[i]
 	for _, ls := range l.leadings() {
 		l.mu.Lock()
 		lapsed := time.Now().After(ls.validUntil)
@@ -29,22 +29,29 @@ func (l *leader) tick(ctx context.Context) {
 				continue // a missing queue is found by acquire; Redis away: next tick
 			}
 			ls.rate = cfg.AdmissionRatePerSec
+			ls.readLines(cfg)
+		}
+		if !l.follow(ctx, ls) {
+			continue
 		}
 		var since time.Duration
 		if !ls.applied.IsZero() {
 			since = time.Since(ls.applied)
 		}
 		rate, why := l.propose(ls, time.Now())
-		grants, err := queue.Grants(queue.GrantsFor(max(ls.rate, rate), l.d.o.Tick, since))
+		qcalls, err := lineCalls(ls, queue.IssueRequest{
+			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Rate: rate, RateReason: why,
+		}, func(r float64) ([]queue.Grant, error) {
+			return queue.Grants(queue.GrantsFor(r, l.d.o.Tick, since))
+		}, max(ls.rate, rate))
 		if err != nil {
 			ls.log.Error("token generation failed", "err", err)
 			continue
 		}
-		calls = append(calls, queue.IssueCall{QueueID: ls.q, IssueRequest: queue.IssueRequest{
-			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Grants: grants,
-			Rate: rate, RateReason: why,
-		}})
-		ticking = append(ticking, ls)
+		for range qcalls {
+			ticking = append(ticking, ls)
+		}
+		calls = append(calls, qcalls...)
 	}
 	if len(calls) == 0 {
 		return
@@ -54,11 +61,54 @@ func (l *leader) tick(ctx context.Context) {
 	l.d.m.Ticked(time.Since(start))
 	wrote := false
 	for i, r := range replies {
-		wrote = l.applied(ctx, ticking[i], start, r) || wrote
+		ls := ticking[i]
+		if len(ls.lines) > 1 {
+			wrote = l.lineTicked(ctx, ls, start, calls[i].Line, r) || wrote
+			continue
+		}
+		wrote = l.applied(ctx, ls, start, r) || wrote
+	}
+	for i := 0; i < len(calls); {
+		ls, j := ticking[i], i
+		for j < len(calls) && ticking[j] == ls {
+			j++
+		}
+		if len(ls.lines) > 1 && lineBehind(replies[i:j], calls[i:j]) {
+			ls.followed = false // copy the config again before the next tick
+		}
+		i = j
 	}
 	if wrote {
 		l.d.relay.kick()
 	}
+}
+
+// lineTicked handles the tick reply of one line of a queue split into
+// lines: line 0's is the queue's (its rate, mode, held state and draw),
+// the others' count their admissions and lengths; the queue is done with
+// once every line is gone.
+func (l *leader) lineTicked(ctx context.Context, ls *leadership, start time.Time, line int, r queue.IssueReply) bool {
+	allGone := ls.lineApplied(line, r)
+	switch {
+	case r.Gone && allGone:
+		l.stepDown(ls, "queue closed and done with")
+		l.unregister(ctx, ls.q)
+		return false
+	case r.Gone, errors.Is(r.Err, queue.ErrNotFound) && line > 0:
+		return false
+	case line == 0:
+		return l.applied(ctx, ls, start, r)
+	case errors.Is(r.Err, queue.ErrStaleEpoch):
+		l.stepDown(ls, "fenced off: another replica leads a line now", "line", line)
+		return false
+	case r.Err != nil:
+		if ctx.Err() == nil {
+			l.warnEvery("issue failed on a line", "queue", ls.q, "line", line, "err", r.Err)
+		}
+		return false
+	}
+	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
+	return r.Issued+r.Expired > 0
 }
 
 // applied handles one queue's tick reply; it reports whether the tick wrote

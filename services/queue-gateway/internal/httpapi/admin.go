@@ -34,6 +34,18 @@ type queueView struct {
 	// both absent for a FIXED queue (and before a leader's first tick).
 	EffectiveRatePerSec float64 `json:"effectiveRatePerSec,omitempty"`
 	RateReason          string  `json:"rateReason,omitempty"`
+	// Lines are the figures of each line of a queue split into lines.
+	Lines []lineView `json:"lines,omitempty"`
+}
+
+// lineView is one line's figures.
+type lineView struct {
+	Line               int     `json:"line"`
+	Waiting            int64   `json:"waiting"`
+	Active             int64   `json:"active"`
+	IssuedTotal        int64   `json:"issuedTotal"`
+	MeasuredRatePerSec float64 `json:"measuredRatePerSec"`
+	AdmissionHeld      string  `json:"admissionHeld,omitempty"`
 }
 
 // drawView is a queue's pre-queue draw as anyone may audit it: the seed's
@@ -64,7 +76,13 @@ func newDrawView(d *queue.Draw) *drawView {
 }
 
 func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
+	var lines []lineView
+	for _, l := range st.Lines {
+		lines = append(lines, lineView{Line: l.Line, Waiting: l.Waiting, Active: l.Active, IssuedTotal: l.IssuedTotal,
+			MeasuredRatePerSec: round2(l.MeasuredRate), AdmissionHeld: l.Held})
+	}
 	return queueView{
+		Lines:              lines,
 		QueueID:            q,
 		Config:             cfg,
 		Waiting:            st.Waiting,

@@ -1,0 +1,150 @@
+package queue
+
+import (
+	"errors"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// A queue's line can be split into sub-lines (the knob Shards), each in a
+// hash slot of its own, so that one sale's enters and admissions spread over
+// the masters of a Redis Cluster. Line 0 is the queue itself (its keys are
+// the queue's, wr:{q}:...); line i > 0 has the same keys under the hash tag
+// {q:i}, which no queue id can spell (ids have no ':').
+//
+// A person's line is a hash of their user id, so every replica of every
+// service finds it without asking. The tokens a line issues name the line
+// ("<i>." before the secret and the token id, nothing for line 0), so the
+// order path and restoration find it from the token alone.
+
+// MaxShards is the most sub-lines a queue can have.
+const MaxShards = 64
+
+// ErrShardsFixed: the line count of a queue with people in it (waiting,
+// pre-queued, holding a token or ordering, in any line) cannot change.
+var ErrShardsFixed = errors.New("the line count of a queue with people in it is fixed")
+
+// ErrShardsWithStart: a queue split into lines has no pre-queue draw yet,
+// so it cannot have a start time.
+var ErrShardsWithStart = errors.New("a queue split into lines (shards > 1) cannot have a start time (startsAt) yet")
+
+// LineID is the id a line's keys carry in their hash tag: the queue id for
+// line 0, "<q>:<i>" for line i.
+func LineID(q string, line int) string {
+	if line == 0 {
+		return q
+	}
+	return q + ":" + strconv.Itoa(line)
+}
+
+// ParseLineID splits a line id into its queue id and line; ok is false for
+// a malformed one.
+func ParseLineID(id string) (q string, line int, ok bool) {
+	q, n, found := strings.Cut(id, ":")
+	if !found {
+		return id, 0, ValidID(id)
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i <= 0 || i >= MaxShards || strconv.Itoa(i) != n || !ValidID(q) {
+		return "", 0, false
+	}
+	return q, i, true
+}
+
+// LineOf is the line of user in a queue of shards lines.
+func LineOf(user string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// LineShare is line i's part of a whole split over shards lines: the whole
+// divided evenly, the remainder one each to the first lines, so the parts
+// add up to the whole exactly (caps across a queue hold in total).
+func LineShare(whole int64, line, shards int) int64 {
+	if shards <= 1 {
+		return whole
+	}
+	s := int64(shards)
+	part := whole / s
+	if int64(line) < whole%s {
+		part++
+	}
+	return part
+}
+
+// TokenLine is the line a token's secret or id names: the number before
+// the first '.', or 0 for a token without one.
+func TokenLine(token string) int {
+	n, _, found := strings.Cut(token, ".")
+	if !found {
+		return 0
+	}
+	i, err := strconv.Atoi(n)
+	if err != nil || i <= 0 || i >= MaxShards {
+		return 0
+	}
+	return i
+}
+
+// LineToken is a token's secret or id as line issues it.
+func LineToken(line int, token string) string {
+	if line == 0 {
+		return token
+	}
+	return strconv.Itoa(line) + "." + token
+}
+
+// LineShares splits an admission rate over the lines in proportion to their
+// lengths (waiting[i] people in line i): a line twice as long is admitted
+// twice as fast, so every line reaches the people who entered at the same
+// moment at about the same time. With nobody waiting anywhere the shares
+// are equal.
+func LineShares(waiting []int64) []float64 {
+	shares := make([]float64, len(waiting))
+	var total int64
+	for _, w := range waiting {
+		total += max(0, w)
+	}
+	for i, w := range waiting {
+		if total == 0 {
+			shares[i] = 1 / float64(len(waiting))
+		} else {
+			shares[i] = float64(max(0, w)) / float64(total)
+		}
+	}
+	return shares
+}
+
+// ScaleToQueue turns a place in one line into a place in the whole queue: a
+// line of lineWaiting drains at its share of the rate, lineWaiting /
+// waiting, so place p in it is reached when about p x waiting / lineWaiting
+// people of the queue have been admitted.
+func ScaleToQueue(place, lineWaiting, waiting int64) int64 {
+	if lineWaiting <= 0 || waiting <= lineWaiting {
+		return place
+	}
+	return max(1, min(waiting, int64(math.Round(float64(place)*float64(waiting)/float64(lineWaiting)))))
+}
+
+// LineOrderBound is how far from their entry rank (1-based) a person may be
+// admitted in a queue of shards lines, admitted batch people a tick. The
+// lines are admitted in proportion to their lengths, and a person's line is
+// a hash of their id, so of the rank-1 people ahead of them a binomial
+// number, mean (rank-1)/shards, standard deviation sqrt((rank-1) x
+// (1/shards) x (1 - 1/shards)), is in their own line; each of those counts
+// for shards people of the queue. Their admission rank is off by shards
+// times that deviation, sqrt((rank-1) x (shards-1)); the bound is five of
+// those (exceeded by about one person in 1.7 million), plus one tick's
+// batch (a tick's lines admit their parts in turn).
+func LineOrderBound(rank int64, shards int, batch int64) int64 {
+	if shards <= 1 {
+		return batch
+	}
+	return int64(math.Ceil(5*math.Sqrt(float64(max(0, rank-1))*float64(shards-1)))) + batch
+}

@@ -1,0 +1,220 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// A queue split into sub-lines (queue/lines.go) is served line by line: a
+// person's enter, position and leave run on their line; the place a line
+// answers is turned into the queue's with every line's length. The Store
+// remembers, per queue, the line count (from the config; the scripts
+// correct a stale one) and the lines' lengths, read in one pipelined round
+// at most every lineFiguresMaxAge.
+
+const (
+	// lineCountMaxAge is how long a queue's line count is trusted before it
+	// is read again. A stale count is never wrong for long: a line's
+	// scripts refuse a caller that routed by another count (RESHARD).
+	lineCountMaxAge = 5 * time.Second
+	// lineFiguresMaxAge is how old the other lines' lengths may be when a
+	// place in one line is turned into the queue's.
+	lineFiguresMaxAge = 100 * time.Millisecond
+	// maxLineBooks bounds the queues remembered; beyond it the book is
+	// emptied (a queue is re-read at its next request).
+	maxLineBooks = 10_000
+)
+
+// lineBook is what the Store remembers of the queues' lines.
+type lineBook struct {
+	mu     sync.Mutex
+	queues map[string]*lineEntry
+}
+
+type lineEntry struct {
+	shards   int
+	shardsAt time.Time
+	// waiting is each line's length, read at figuresAt.
+	waiting   []int64
+	figuresAt time.Time
+}
+
+func (b *lineBook) entry(q string) *lineEntry {
+	if b.queues == nil || len(b.queues) >= maxLineBooks {
+		b.queues = map[string]*lineEntry{}
+	}
+	e := b.queues[q]
+	if e == nil {
+		e = &lineEntry{}
+		b.queues[q] = e
+	}
+	return e
+}
+
+// setShards records q's line count, as a config read or a RESHARD told it.
+func (b *lineBook) setShards(q string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entry(q)
+	if e.shards != n {
+		e.waiting, e.figuresAt = nil, time.Time{}
+	}
+	e.shards, e.shardsAt = n, time.Now()
+}
+
+// Shards is queue q's line count (1 for a queue not split, or one without
+// a config: its scripts say NOT_FOUND).
+func (s *Store) Shards(ctx context.Context, q string) (int, error) {
+	s.lines.mu.Lock()
+	e := s.lines.entry(q)
+	n, at := e.shards, e.shardsAt
+	s.lines.mu.Unlock()
+	if n > 0 && time.Since(at) < lineCountMaxAge {
+		return n, nil
+	}
+	v, err := s.rdb.HGet(ctx, KeysFor(q).Config(), "shards").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("lines of %s: %w", q, classify(err))
+	}
+	n = 1
+	if v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > queue.MaxShards {
+			return 0, fmt.Errorf("lines of %s: bad shards %q", q, v)
+		}
+	}
+	s.lines.setShards(q, n)
+	return n, nil
+}
+
+// userLine is the line of user in q, by the line count the Store has.
+func (s *Store) userLine(ctx context.Context, q, user string) (line, shards int, err error) {
+	shards, err = s.Shards(ctx, q)
+	if err != nil {
+		return 0, 0, err
+	}
+	return queue.LineOf(user, shards), shards, nil
+}
+
+// reshard reads a line script's reply that refused the caller's line count:
+// true when the count was stale (recorded; route again), or the error to
+// return while an operator changes it.
+func (s *Store) reshard(q string, res []any) (bool, error) {
+	if len(res) == 0 {
+		return false, nil
+	}
+	switch str(res[0]) {
+	case "RESHARD":
+		s.lines.setShards(q, int(intOf(res, 1)))
+		return true, nil
+	case "RESHARDING":
+		return false, fmt.Errorf("%s: its line count is being changed: %w", q, queue.ErrUnavailable)
+	}
+	return false, nil
+}
+
+// lineRun runs a line script for user in q: on the user's line, by the line
+// count the Store has, once more if that count was stale.
+func (s *Store) lineRun(ctx context.Context, q, user string, run func(line, shards int) ([]any, error)) ([]any, int, int, error) {
+	for attempt := 0; ; attempt++ {
+		line, shards, err := s.userLine(ctx, q, user)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		res, err := run(line, shards)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		again, err := s.reshard(q, res)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if !again || attempt == 1 {
+			if again {
+				return nil, 0, 0, fmt.Errorf("%s: line count changed twice: %w", q, queue.ErrUnavailable)
+			}
+			return res, line, shards, nil
+		}
+	}
+}
+
+// lineLengths is every line's length for q, at most lineFiguresMaxAge old,
+// with line's own as its script just read it.
+func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lineWaiting int64) ([]int64, error) {
+	s.lines.mu.Lock()
+	e := s.lines.entry(q)
+	var waiting []int64
+	if len(e.waiting) == shards && time.Since(e.figuresAt) < lineFiguresMaxAge {
+		waiting = append([]int64(nil), e.waiting...)
+	}
+	s.lines.mu.Unlock()
+	if waiting == nil {
+		read, err := s.readLineLengths(ctx, q, shards)
+		if err != nil {
+			return nil, err
+		}
+		s.lines.mu.Lock()
+		if e := s.lines.entry(q); e.shards == shards {
+			e.waiting, e.figuresAt = read, time.Now()
+		}
+		s.lines.mu.Unlock()
+		waiting = append([]int64(nil), read...)
+	}
+	waiting[line] = lineWaiting
+	return waiting, nil
+}
+
+// readLineLengths reads every line's length in one pipelined round (one
+// round trip per master).
+func (s *Store) readLineLengths(ctx context.Context, q string, shards int) ([]int64, error) {
+	lens := make([]*redis.IntCmd, shards)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range shards {
+			lens[i] = p.ZCard(ctx, KeysFor(queue.LineID(q, i)).Waiting())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lines of %s: %w", q, classify(err))
+	}
+	waiting := make([]int64, shards)
+	for i := range shards {
+		waiting[i] = lens[i].Val()
+	}
+	return waiting, nil
+}
+
+// toQueue turns a standing read from one line of q into the queue's: the
+// place among everyone waiting (queue.ScaleToQueue) and the queue's
+// length. The line is admitted at its share of the queue's rate, its
+// length over the queue's, so the queue's measured rate is the line's
+// scaled by the same factor (and the wait is the line's own estimate).
+func (s *Store) toQueue(ctx context.Context, q string, shards, line int, st queue.Standing) (queue.Standing, error) {
+	st.QueueID, st.Line, st.Lines = q, line, shards
+	if shards <= 1 {
+		return st, nil
+	}
+	waiting, err := s.lineLengths(ctx, q, shards, line, st.Total)
+	if err != nil {
+		return st, err
+	}
+	var total int64
+	for _, w := range waiting {
+		total += w
+	}
+	if st.State == queue.Waiting {
+		st.Position = queue.ScaleToQueue(st.Position, st.Total, total)
+	}
+	if st.Total > 0 && total > st.Total {
+		st.MeasuredRate *= float64(total) / float64(st.Total)
+	}
+	st.Total = total
+	return st, nil
+}

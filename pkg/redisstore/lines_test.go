@@ -1,0 +1,208 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+)
+
+// TestShardedQueueStoreOperations drives a queue of three lines on a
+// 3-master cluster through the Store: people land in their hashed line and
+// see their place in the whole queue; the line count of a queue with
+// people in it cannot change (409) and nothing changes; a Store whose line
+// count is stale is corrected by the line's script and enters the person
+// in the right line; tokens name their line, and consume, settle, restore
+// and the reaper's list find them there.
+func TestShardedQueueStoreOperations(t *testing.T) {
+	t.Parallel()
+	s, cc := clusterStore(t)
+	ctx := context.Background()
+	const shards, n = 3, 300
+	q := "sharded-" + randHex()
+	t.Cleanup(func() { _ = s.Purge(context.Background(), q) })
+	if _, _, err := s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.Shards, c.AdmissionRatePerSec, c.ActivationSpreadMs, c.State = shards, 1000, 0, queue.Paused
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	masters := map[string]bool{}
+	for line := range shards {
+		masters[masterOf(t, cc, redisstore.KeysFor(queue.LineID(q, line)).Waiting())] = true
+	}
+
+	// Enter: each person in their line; places over the whole queue.
+	perLine := make([]int64, shards)
+	for i := range n {
+		user := fmt.Sprintf("p%03d", i)
+		st, err := s.Enter(ctx, q, user)
+		if err != nil || st.State != queue.Waiting {
+			t.Fatalf("enter %s: %+v %v", user, st, err)
+		}
+		line := queue.LineOf(user, shards)
+		perLine[line]++
+		// The other lines' lengths are at most 100 ms old: the total is
+		// at least this line's and at most everyone so far.
+		if st.Line != line || st.Lines != shards || st.Total < perLine[line] || st.Total > int64(i+1) {
+			t.Fatalf("enter %s: line %d of %d, total %d; want line %d of %d, total %d..%d", user, st.Line, st.Lines, st.Total,
+				line, shards, perLine[line], i+1)
+		}
+		if st.Position < 1 || st.Position > st.Total {
+			t.Fatalf("enter %s: place %d of %d", user, st.Position, st.Total)
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	last, err := s.Position(ctx, q, "p299")
+	if err != nil || last.Total != n || last.Position < n*8/10 {
+		t.Fatalf("the last to enter: %+v %v; want a place near %d of %d", last, err, n, n)
+	}
+	first, err := s.Position(ctx, q, "p000")
+	if err != nil || first.Position > 5 {
+		t.Fatalf("the first to enter: %+v %v; want a place near 1", first, err)
+	}
+	_, st, err := s.Config(ctx, q)
+	if err != nil || st.Waiting != n || len(st.Lines) != shards {
+		t.Fatalf("Config: %+v %v; want %d waiting over %d lines", st, err, n, shards)
+	}
+	for _, l := range st.Lines {
+		if l.Waiting != perLine[l.Line] {
+			t.Fatalf("line %d holds %d, want %d", l.Line, l.Waiting, perLine[l.Line])
+		}
+	}
+
+	// The line count is fixed while people are in.
+	_, _, err = s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) { c.Shards = 2; return c, nil })
+	if !errors.Is(err, queue.ErrShardsFixed) {
+		t.Fatalf("shards 3 -> 2 with %d waiting: %v, want ErrShardsFixed", n, err)
+	}
+	cfg, st, err := s.Config(ctx, q)
+	if err != nil || cfg.Shards != shards || st.Waiting != n {
+		t.Fatalf("after the refused change: shards %d, %d waiting, %v; want %d and %d", cfg.Shards, st.Waiting, err, shards, n)
+	}
+	if st, err := s.Enter(ctx, q, "late"); err != nil || st.State != queue.Waiting || st.Total != n+1 {
+		t.Fatalf("enter after the refused change (the lines' hold lifted): %+v %v", st, err)
+	}
+
+	// Admit everyone: the leader's lease, the lines following it, a tick
+	// per line with tokens for all.
+	owner := "leader-" + randHex()
+	epoch, err := s.AcquireLease(ctx, q, owner, 10*time.Second)
+	if err != nil || epoch <= 0 {
+		t.Fatalf("lease: %d %v", epoch, err)
+	}
+	var follow []queue.LineLease
+	for line := 1; line < shards; line++ {
+		follow = append(follow, queue.LineLease{QueueID: q, Line: line, Epoch: epoch})
+	}
+	for _, r := range s.FollowLeases(ctx, owner, follow) {
+		if r.Err != nil || r.Epoch != epoch {
+			t.Fatalf("follow: %+v", r)
+		}
+	}
+	if stale := s.FollowLeases(ctx, owner, []queue.LineLease{{QueueID: q, Line: 1, Epoch: epoch - 1}}); stale[0].Epoch != 0 {
+		t.Fatalf("an older leader following line 1: %+v, want epoch 0 (refused)", stale[0])
+	}
+	if _, _, err := s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.State = queue.Open
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var calls []queue.IssueCall
+	for line := range shards {
+		grants, err := queue.Grants(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, queue.IssueCall{QueueID: q, Line: line, IssueRequest: queue.IssueRequest{
+			Epoch: epoch, Tick: time.Second, Grants: grants, Share: 1.0 / shards}})
+	}
+	// The first tick of a line starts its clock; the next, a second
+	// later, has a second of credit: 333 a line at 1000/s.
+	issued := 0
+	for round := range 2 {
+		if round == 1 {
+			time.Sleep(1100 * time.Millisecond)
+		}
+		for i, r := range s.IssueAll(ctx, calls) {
+			if r.Err != nil {
+				t.Fatalf("issue line %d: %v", i, r.Err)
+			}
+			issued += r.Issued
+		}
+	}
+	if issued != n+1 {
+		t.Fatalf("issued %d, want all %d", issued, n+1)
+	}
+
+	// Tokens name their line; the order path finds them there.
+	var tids [2]string
+	for i, user := range []string{"p001", "p002"} {
+		st, err := s.Position(ctx, q, user)
+		if err != nil || st.State != queue.Admitted || st.Token == nil {
+			t.Fatalf("%s after the tick: %+v %v", user, st, err)
+		}
+		line := queue.LineOf(user, shards)
+		if queue.TokenLine(st.Token.Secret) != line || queue.TokenLine(st.Token.ID) != line {
+			t.Fatalf("%s in line %d holds token %q / %q", user, line, st.Token.Secret, st.Token.ID)
+		}
+		c, err := s.Consume(ctx, q, user, st.Token.Secret, "order-"+user, 30*time.Second, 0)
+		if err != nil || c.TokenID != st.Token.ID {
+			t.Fatalf("consume %s: %+v %v", user, c, err)
+		}
+		tids[i] = c.TokenID
+	}
+	if ok, err := s.Settle(ctx, q, "p001", tids[0], "order-p001"); err != nil || !ok {
+		t.Fatalf("settle p001: %v %v", ok, err)
+	}
+	if out, err := s.Restore(ctx, q, "p002", tids[1], "order-p002", true); err != nil || out != queue.Restored {
+		t.Fatalf("restore p002: %v %v", out, err)
+	}
+	if st, err := s.Position(ctx, q, "p002"); err != nil || st.State != queue.Admitted || st.Token == nil || st.Token.ID != tids[1] {
+		t.Fatalf("p002 after the restore: %+v %v; want its token %s back", st, err, tids[1])
+	}
+	overdue, err := s.Overdue(ctx, q, 100)
+	if err != nil || len(overdue) != 0 {
+		t.Fatalf("overdue before any lease ended: %+v %v", overdue, err)
+	}
+
+	// A Store whose line count is stale: it read the queue with one line,
+	// then the (empty) queue was split into three. The line it routes to
+	// tells it the count, and the person lands in their own line.
+	q2 := "resharded-" + randHex()
+	t.Cleanup(func() { _ = s.Purge(context.Background(), q2) })
+	if _, _, err := s.UpdateConfig(ctx, q2, func(c queue.Config, _ bool) (queue.Config, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := redisstore.NewStore(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := stale.Shards(ctx, q2); err != nil || n != 1 {
+		t.Fatalf("Shards before the split: %d %v", n, err)
+	}
+	if _, _, err := s.UpdateConfig(ctx, q2, func(c queue.Config, _ bool) (queue.Config, error) { c.Shards = shards; return c, nil }); err != nil {
+		t.Fatalf("split the empty queue: %v", err)
+	}
+	user := ""
+	for i := 0; user == ""; i++ {
+		if u := fmt.Sprintf("x%d", i); queue.LineOf(u, shards) != 0 {
+			user = u
+		}
+	}
+	st2, err := stale.Enter(ctx, q2, user)
+	if err != nil || st2.State != queue.Waiting || st2.Line != queue.LineOf(user, shards) {
+		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, queue.LineOf(user, shards))
+	}
+	in0, _ := cc.ZScore(ctx, redisstore.KeysFor(q2).Waiting(), user).Result()
+	inLine, err := cc.ZScore(ctx, redisstore.KeysFor(queue.LineID(q2, st2.Line)).Waiting(), user).Result()
+	if err != nil || in0 != 0 || inLine != 1 {
+		t.Fatalf("%s: score %v in line 0, %v (%v) in line %d; want only in line %d", user, in0, inLine, err, st2.Line, st2.Line)
+	}
+	t.Logf("%d people over %d lines on %d masters (%v each); places over the whole queue; stale count corrected", n, shards, len(masters), perLine)
+}

@@ -1,0 +1,274 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
+)
+
+// threeMasters is a private 3-master Redis Cluster and a Store on it.
+type threeMasters struct {
+	rdb   *redis.ClusterClient
+	store *redisstore.Store
+}
+
+func startThreeMasters(t *testing.T) *threeMasters {
+	t.Helper()
+	addrs := testenv.StartRedisClusterNodes(t, 3)
+	scripts := append(append(append([]*redis.Script{}, redisstore.DispatcherScripts...),
+		redisstore.GatewayScripts...), redisstore.OrderScripts...)
+	rdb, store, err := redisstore.Connect(context.Background(), "redis+cluster://"+strings.Join(addrs, ","),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), scripts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("redis+cluster:// gave a %T, want a cluster client", rdb)
+	}
+	return &threeMasters{rdb: cc, store: store}
+}
+
+// newShardedQueue creates queue q with shards lines and the knobs mut sets.
+func (m *threeMasters) newShardedQueue(t *testing.T, shards int, mut func(*queue.Config)) string {
+	t.Helper()
+	q := testenv.ID(t)
+	_, _, err := m.store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.Shards = shards
+		if mut != nil {
+			mut(&c)
+		}
+		return c, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// linesMasters returns the address of the master serving each line of q.
+func (m *threeMasters) linesMasters(t *testing.T, q string, shards int) []string {
+	t.Helper()
+	out := make([]string, shards)
+	for i := range shards {
+		c, err := m.rdb.MasterForKey(context.Background(), redisstore.KeysFor(queue.LineID(q, i)).Waiting())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = c.Options().Addr
+	}
+	return out
+}
+
+// spearman is the rank correlation of two rankings of the same n people
+// (a[i], b[i]: person i's ranks, 0..n-1, no ties).
+func spearman(a, b []int) float64 {
+	n := float64(len(a))
+	var d2 float64
+	for i := range a {
+		d := float64(a[i] - b[i])
+		d2 += d * d
+	}
+	return 1 - 6*d2/(n*(n*n-1))
+}
+
+// TestShardedQueueAdmitsEveryoneOnceInOrder: 30,000 people enter a queue of
+// three lines on a 3-master cluster while its leader admits; everyone is
+// admitted exactly once, and the admission order follows the entry order
+// (Spearman rho >= 0.99, nobody moved further than the bound docs/DESIGN.md
+// states for proportional admission).
+func TestShardedQueueAdmitsEveryoneOnceInOrder(t *testing.T) {
+	const n, shards, rate = 30_000, 3, 3000
+	m := startThreeMasters(t)
+	q := m.newShardedQueue(t, shards, func(c *queue.Config) {
+		c.AdmissionRatePerSec, c.MaxQueueSize, c.MaxWaitSeconds, c.ActivationSpreadMs = rate, 100_000, 3600, 0
+	})
+	masters := m.linesMasters(t, q, shards)
+	distinct := slices.Compact(slices.Sorted(slices.Values(masters)))
+	t.Logf("lines on masters %v", masters)
+	if len(distinct) < 2 {
+		t.Fatalf("the %d lines of %s sit on %d master(s) (%v), want at least 2", shards, q, len(distinct), masters)
+	}
+
+	pub := &recorder{}
+	runLoggedDispatcher(t, m.store, pub, dispatch.Options{Owner: testenv.ID(t), Tick: 100 * time.Millisecond,
+		Lease: 2 * time.Second, Queues: []string{q}})
+
+	// Entry order: people enter in the order of their number, 8 at a time
+	// (each worker takes the next number); the entry rank of a person is
+	// the order their enter returned in.
+	ctx := context.Background()
+	var next, done atomic.Int64
+	entryRank := make([]int, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				st, err := m.store.Enter(ctx, q, userName(int(i)))
+				if err != nil || (st.State != queue.Waiting && st.State != queue.Admitted) {
+					errs <- fmt.Errorf("enter %d: %v %v", i, st.State, err)
+					return
+				}
+				entryRank[i] = int(done.Add(1) - 1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	deadline := time.Now().Add(60 * time.Second)
+	for len(pub.of(queue.EventTokenIssued)) < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // anything issued twice would show up now
+	issued := pub.of(queue.EventTokenIssued)
+	seen := map[string]int{}
+	perLine := make([]int, shards)
+	for _, e := range issued {
+		seen[e.UserID]++
+		perLine[queue.TokenLine(e.TokenID)]++
+	}
+	twice := 0
+	for _, c := range seen {
+		if c > 1 {
+			twice++
+		}
+	}
+	if os.Getenv("DISPATCH_DEBUG") != "" {
+		shown := 0
+		for _, e := range issued {
+			if seen[e.UserID] > 1 && shown < 12 {
+				t.Logf("%s tid %s seq %d at %v stream %s", e.UserID, e.TokenID, e.Seq, e.OccurredAt, e.StreamID)
+				shown++
+			}
+		}
+	}
+	if len(issued) != n || len(seen) != n || twice != 0 {
+		t.Fatalf("TokenIssued: %d events for %d people (%d twice), want %d once each", len(issued), len(seen), twice, n)
+	}
+	for line, c := range perLine {
+		if want := n / shards; c < want*8/10 || c > want*12/10 {
+			t.Fatalf("line %d admitted %d of %d, want about a third", line, c, n)
+		}
+	}
+
+	// Admission rank: the order of the admissions (Redis time, then the
+	// line's own order).
+	sort.SliceStable(issued, func(i, j int) bool {
+		if !issued[i].OccurredAt.Equal(issued[j].OccurredAt) {
+			return issued[i].OccurredAt.Before(issued[j].OccurredAt)
+		}
+		return issued[i].Seq < issued[j].Seq
+	})
+	admitRank := make([]int, n)
+	for r, e := range issued {
+		var i int
+		if _, err := fmt.Sscanf(e.UserID, "u%d", &i); err != nil {
+			t.Fatalf("user %q: %v", e.UserID, err)
+		}
+		admitRank[i] = r
+	}
+	rho := spearman(entryRank, admitRank)
+	worst, worstAt := 0.0, 0
+	for i := range n {
+		d := math.Abs(float64(admitRank[i] - entryRank[i]))
+		if b := queue.LineOrderBound(int64(entryRank[i]+1), shards, rate/10); d > float64(b) {
+			t.Errorf("person %d entered %d-th and was admitted %d-th: moved %v, bound %d", i, entryRank[i], admitRank[i], d, b)
+		}
+		if r := d / math.Sqrt(float64(entryRank[i]+1)*(shards-1)); r > worst {
+			worst, worstAt = r, entryRank[i]
+		}
+	}
+	t.Logf("%d admitted once each over %d lines %v; Spearman rho %.5f; worst move %.2f x sqrt(rank x (lines - 1)) at entry rank %d",
+		n, shards, perLine, rho, worst, worstAt)
+	if rho < 0.99 {
+		t.Fatalf("Spearman rho of admission against entry order = %.5f, want >= 0.99", rho)
+	}
+}
+
+// TestShardedQueueCapHoldsInTotal: 5,000 people enter at once a queue of
+// three lines capped at 3,000; the lines take their shares of the cap
+// (1,000 each) and the queue never holds more than 3,000.
+func TestShardedQueueCapHoldsInTotal(t *testing.T) {
+	const n, shards, capacity = 5000, 3, 3000
+	m := startThreeMasters(t)
+	q := m.newShardedQueue(t, shards, func(c *queue.Config) { c.MaxQueueSize, c.State = capacity, queue.Paused })
+	ctx := context.Background()
+	var waiting, full atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				st, err := m.store.Enter(ctx, q, userName(i))
+				switch {
+				case err == nil && st.State == queue.Waiting:
+					waiting.Add(1)
+				case err != nil && strings.Contains(err.Error(), queue.ErrFull.Error()):
+					full.Add(1)
+				default:
+					errs <- fmt.Errorf("enter %d: %v %v", i, st.State, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	_, st, err := m.store.Config(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []int64
+	for _, l := range st.Lines {
+		lines = append(lines, l.Waiting)
+		if l.Waiting > capacity/shards {
+			t.Errorf("line %d holds %d, over its share %d", l.Line, l.Waiting, capacity/shards)
+		}
+	}
+	t.Logf("%d entered, %d refused FULL; lines hold %v (%d in all)", waiting.Load(), full.Load(), lines, st.Waiting)
+	if waiting.Load() != capacity || st.Waiting != capacity || waiting.Load()+full.Load() != n || len(lines) != shards {
+		t.Fatalf("%d waiting (Redis: %d over %d lines), %d full; want exactly %d waiting and %d full",
+			waiting.Load(), st.Waiting, len(lines), full.Load(), capacity, n-capacity)
+	}
+}
+
+func debugOut() io.Writer {
+	if os.Getenv("DISPATCH_DEBUG") != "" {
+		return os.Stderr
+	}
+	return io.Discard
+}
