@@ -85,7 +85,6 @@ func (s *Store) SyncLines(ctx context.Context, q string) (int, error) {
 	return wrote, nil
 }
 
-
 // holdLines marks lines 0..shards-1 of q as being resharded (their scripts
 // refuse enters, positions and leaves for reshardingFor) and reports
 // whether every one of them is empty: nobody waiting, pre-queued, holding
