@@ -101,6 +101,20 @@ func (c *crashable) IssueAll(ctx context.Context, calls []queue.IssueCall) []que
 	return c.Store.IssueAll(ctx, calls)
 }
 
+func (c *crashable) SyncLines(ctx context.Context, q string) (int, error) {
+	if c.crashed.Load() {
+		return 0, errCrashed
+	}
+	return c.Store.SyncLines(ctx, q)
+}
+
+func (c *crashable) FollowLeases(ctx context.Context, owner string, lines []queue.LineLease) []queue.LeaseReply {
+	if c.crashed.Load() {
+		return failedLeases(len(lines))
+	}
+	return c.Store.FollowLeases(ctx, owner, lines)
+}
+
 func (c *crashable) ReadOutboxes(ctx context.Context, consumer string, n int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error) {
 	if c.crashed.Load() {
 		return nil, errCrashed
