@@ -414,6 +414,17 @@ go test -run '^$' -bench 'BenchmarkDraw100k$' -benchtime 3x ./pkg/redisstore/ >"
 draw_ns=$(awk '/^BenchmarkDraw100k/ {print $3; exit}' "$W/draw.txt")
 draw_s=$(python3 -c "print(f'{float(\"${draw_ns:-0}\")/1e9:.2f}')")
 
+# ---------------------------------------------------------------- 7b. one queue split into lines
+say "enters into one queue of 1 and of 3 lines on a 3-master cluster: BenchmarkShardedEnter"
+go test -run '^$' -bench 'BenchmarkShardedEnter$' -benchtime 30000x ./pkg/redisstore/ >"$W/sharded.txt" 2>&1
+shard_fig() { # shards metric
+  grep -E "^BenchmarkShardedEnter/shards=$1-" "$W/sharded.txt" | grep -oE "[0-9.]+ $2" | awk '{print $1}'
+}
+sh1_eps=$(shard_fig 1 enters/s); sh3_eps=$(shard_fig 3 enters/s)
+sh1_cpu=$(shard_fig 1 'redis-cpu-us/enter'); sh3_cpu=$(shard_fig 3 'redis-cpu-us/enter')
+sh1_busy=$(shard_fig 1 'busiest-master-cpu-us/enter'); sh3_busy=$(shard_fig 3 'busiest-master-cpu-us/enter')
+sharded_lines=$(grep -E '^BenchmarkShardedEnter' "$W/sharded.txt")
+
 # ---------------------------------------------------------------- 8. adaptive admission drill
 say "adaptive vs fixed admission under a slow database: TestAdaptiveAdmissionFollowsASlowDatabase"
 (cd deploy/e2e && go test -count=1 -run 'TestAdaptiveAdmissionFollowsASlowDatabase$' -v . >"$W/adaptive.txt" 2>&1) || true
@@ -455,6 +466,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | one queue of ${big_n} people, one gateway, one Redis node | enter ${big_e_rps}/s (p99 ${big_e_p99}) into a line of ${BIG_PRE}; ${big_mem_per} bytes of Redis per person; ticket polls ${big_t_rps}/s (p99 ${big_t_p99}), ${big_cpp} Redis commands a poll, ${big_cpu} ms of gateway CPU per 1,000 polls | | see docs/SCALING.md |
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream (Go heap ${sse_heap}, goroutine stacks ${sse_stack}, ${sse_gor} goroutines a stream); lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
+| enters into one queue on a 3-master cluster (64 callers; BenchmarkShardedEnter) | shards = 1: ${sh1_eps}/s, busiest master ${sh1_busy} µs of CPU an enter; shards = 3: ${sh3_eps}/s, busiest master ${sh3_busy} µs an enter | all masters: ${sh1_cpu} / ${sh3_cpu} µs an enter | $(ratio "$sh1_busy" "$sh3_busy") x less on the busiest master |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
 
 ## 1. Gateway against its ceilings
@@ -573,6 +585,23 @@ ${big_n}). Ticket polls from 100,000 people spread over the line
 after one untimed pass: **${big_t_rps} polls/s, p99 ${big_t_p99}; ${big_cpp} Redis
 commands a poll; ${big_cpu} ms of gateway CPU per 1,000 polls** (utime+stime of the
 process over the run). docs/SCALING.md works out ten million from these.
+
+## 5c. One queue split into lines
+
+\`go test -run '^\$' -bench 'BenchmarkShardedEnter\$' -benchtime 30000x ./pkg/redisstore/\`:
+a private 3-master cluster (redis-cli --cluster create), 64 concurrent
+callers entering fresh users through the Store, into a queue of 1 line and
+one of 3 lines. Redis CPU is each master's used_cpu_user + sys (INFO cpu)
+before and after, divided by the enters.
+
+\`\`\`
+${sharded_lines}
+\`\`\`
+
+On this 2-core VM the three masters and the callers share the cores, so
+enters a second barely move; what moves is the work on the busiest master
+(one core in production): it is the ceiling of one queue's enters.
+docs/SCALING.md projects ten million from these.
 
 ## 6. Server-Sent Events
 

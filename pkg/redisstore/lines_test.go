@@ -4,11 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
 // TestShardedQueueStoreOperations drives a queue of three lines on a
@@ -205,4 +212,93 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		t.Fatalf("%s: score %v in line 0, %v (%v) in line %d; want only in line %d", user, in0, inLine, err, st2.Line, st2.Line)
 	}
 	t.Logf("%d people over %d lines on %d masters (%v each); places over the whole queue; stale count corrected", n, shards, len(masters), perLine)
+}
+
+// BenchmarkShardedEnter measures enters into one queue of 1 and of 3 lines
+// on a private 3-master cluster (64 concurrent callers): enters a second,
+// and the Redis CPU an enter costs, over all masters and on the busiest
+// (INFO cpu before and after, user + sys). One line runs on one core
+// whatever the cluster; three lines spread the work over three masters.
+func BenchmarkShardedEnter(b *testing.B) {
+	url := testenv.StartRedisCluster(b)
+	rdb, err := redisstore.NewClient(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rdb.Close() })
+	cc := rdb.(*redis.ClusterClient)
+	s, err := redisstore.NewStore(rdb)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := redisstore.LoadScripts(ctx, rdb, redisstore.GatewayScripts...); err != nil {
+		b.Fatal(err)
+	}
+	for _, shards := range []int{1, 3} {
+		b.Run(fmt.Sprintf("shards=%d", shards), func(b *testing.B) {
+			q := fmt.Sprintf("bench-%d-%s", shards, randHex())
+			if _, _, err := s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) {
+				c.Shards, c.MaxQueueSize, c.MaxWaitSeconds, c.State = shards, queue.MaxMaxQueueSize, queue.MaxMaxWaitSeconds, queue.Paused
+				return c, nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.Purge(context.Background(), q) })
+			before := masterCPU(b, cc)
+			var n atomic.Int64
+			b.SetParallelism(32)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Enter(ctx, q, "u"+strconv.FormatInt(n.Add(1), 10)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			took := time.Since(start)
+			b.StopTimer()
+			after := masterCPU(b, cc)
+			var total, busiest float64
+			for addr, c := range after {
+				d := c - before[addr]
+				total += d
+				busiest = max(busiest, d)
+			}
+			b.ReportMetric(float64(b.N)/took.Seconds(), "enters/s")
+			b.ReportMetric(total*1e6/float64(b.N), "redis-cpu-us/enter")
+			b.ReportMetric(busiest*1e6/float64(b.N), "busiest-master-cpu-us/enter")
+		})
+	}
+}
+
+// masterCPU is each master's CPU seconds so far (used_cpu_user + sys).
+func masterCPU(b *testing.B, cc *redis.ClusterClient) map[string]float64 {
+	b.Helper()
+	var mu sync.Mutex
+	out := map[string]float64{}
+	err := cc.ForEachMaster(context.Background(), func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "cpu").Result()
+		if err != nil {
+			return err
+		}
+		var sum float64
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+				f, _ := strconv.ParseFloat(v, 64)
+				sum += f
+			}
+		}
+		mu.Lock()
+		out[c.Options().Addr] = sum
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
