@@ -58,6 +58,9 @@ type Frontier struct {
 	// people, or the bins disagree with the leavers' set): every poll then
 	// asks Redis.
 	Usable bool
+	// Shards is the queue's line count; a Frontier is one line's (its
+	// QueueID the line id, see LineID).
+	Shards int
 
 	// fineSums and coarseSums are the bins' running totals (Index), so a
 	// place far back costs two subtractions, not a walk over its bins.
@@ -201,4 +204,50 @@ func share(n, before, size int64) float64 {
 		return 0
 	}
 	return float64(n) * float64(min(before, size-1)) / float64(size-1)
+}
+
+// Frontiers looks up the frontier a replica keeps of a queue or one of its
+// lines (by line id), nil when it has none yet.
+type Frontiers interface {
+	Lookup(id string) *Frontier
+}
+
+// StandingOf is the standing of user, holder of a ticket for place seq of
+// generation gen in queue q, from the frontiers, and true; false when it
+// must be read from Redis (see Frontier.Standing). In a queue split into
+// lines the place is in the user's line and is turned into the queue's
+// with every line's length (ScaleToQueue), so every line's frontier must
+// be at hand: a line not looked up before is tracked from now on.
+func StandingOf(fs Frontiers, q, user string, gen, seq int64) (Standing, bool) {
+	f := fs.Lookup(q)
+	if f == nil || f.Shards <= 1 {
+		return f.Standing(gen, seq)
+	}
+	line := LineOf(user, f.Shards)
+	lines := make([]*Frontier, f.Shards)
+	lines[0] = f
+	complete := true
+	for i := 1; i < f.Shards; i++ {
+		if lines[i] = fs.Lookup(LineID(q, i)); lines[i] == nil {
+			complete = false
+		}
+	}
+	if !complete {
+		return Standing{}, false
+	}
+	st, ok := lines[line].Standing(gen, seq)
+	if !ok {
+		return Standing{}, false
+	}
+	var waiting int64
+	for _, l := range lines {
+		waiting += l.Waiting
+	}
+	st.QueueID, st.Line, st.Lines = q, line, f.Shards
+	if lineWaiting := lines[line].Waiting; lineWaiting > 0 && waiting > lineWaiting {
+		st.MeasuredRate *= float64(waiting) / float64(lineWaiting)
+	}
+	st.Position = ScaleToQueue(st.Position, lines[line].Waiting, waiting)
+	st.Total = waiting
+	return st, true
 }

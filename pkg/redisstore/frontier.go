@@ -83,6 +83,7 @@ func frontierReply(q string, res []any) (*queue.Frontier, error) {
 		Coarse:         ints(res[14]),
 		Beyond:         intOf(res, 15),
 		Usable:         intOf(res, 16) == 1,
+		Shards:         int(max(1, intOf(res, 17))),
 	}
 	if ms := intOf(res, 5); ms > 0 {
 		f.StartsAt = time.UnixMilli(ms).UTC()

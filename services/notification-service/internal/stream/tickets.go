@@ -81,5 +81,5 @@ func (s *Service) fromFrontier(q, user string) (queue.Standing, bool) {
 	if !ok {
 		return queue.Standing{}, false
 	}
-	return s.frontiers.Lookup(q).Standing(pl.Generation, pl.Seq)
+	return queue.StandingOf(s.frontiers, q, user, pl.Generation, pl.Seq)
 }

@@ -80,9 +80,7 @@ func (s *Service) WithTickets(tickets *ticket.Signer, frontiers Frontiers) *Serv
 
 // withTicket signs st's place into its ticket, when it has one.
 func (s *Service) withTicket(q, user string, st queue.Standing) queue.Standing {
-	// A queue split into lines answers its polls from Redis: the
-	// frontier a ticket is answered from is one line's.
-	if s.tickets != nil && st.State == queue.Waiting && st.Seq > 0 && st.Lines <= 1 {
+	if s.tickets != nil && st.State == queue.Waiting && st.Seq > 0 {
 		st.Ticket = s.tickets.Sign(q, user, ticket.Place{Generation: st.Generation, Seq: st.Seq})
 	}
 	return st

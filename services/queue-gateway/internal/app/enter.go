@@ -106,7 +106,7 @@ func (s *Service) fromFrontier(q, user, tk string) (queue.Standing, bool, error)
 	if s.frontiers == nil {
 		return queue.Standing{}, false, nil
 	}
-	st, ok := s.frontiers.Lookup(q).Standing(place.Generation, place.Seq)
+	st, ok := queue.StandingOf(s.frontiers, q, user, place.Generation, place.Seq)
 	if !ok {
 		return queue.Standing{}, false, nil
 	}
