@@ -19,6 +19,9 @@ type Metrics interface {
 	Ticked(d time.Duration)
 	// Admitted counts one tick's tokens issued and slots expired (no-shows) in q.
 	Admitted(q string, issued, expired int)
+	// LineTicked: one line of q, a queue split into lines, admitted issued
+	// people this tick and has waiting left.
+	LineTicked(q string, line int, issued int, waiting int64)
 	// Held: q is open but admits nobody, for reason (queue.HeldOutboxBacklog).
 	Held(q, reason string)
 	// Resumed: q's admission is no longer held for reason.
@@ -46,16 +49,17 @@ type Metrics interface {
 // nopMetrics records nothing: the Dispatcher's Metrics when given none.
 type nopMetrics struct{}
 
-func (nopMetrics) Leading(string)                    {}
-func (nopMetrics) SteppedDown(string)                {}
-func (nopMetrics) Ticked(time.Duration)              {}
-func (nopMetrics) Admitted(string, int, int)         {}
-func (nopMetrics) Held(string, string)               {}
-func (nopMetrics) Resumed(string, string)            {}
-func (nopMetrics) Published([]queue.Event)           {}
-func (nopMetrics) Drew(string, int64, time.Duration) {}
-func (nopMetrics) Rate(string, float64)              {}
-func (nopMetrics) RateDecided(string, string)        {}
-func (nopMetrics) Backlog(string, int64)             {}
-func (nopMetrics) StoppedRelaying(string)            {}
-func (nopMetrics) Forget(string)                     {}
+func (nopMetrics) Leading(string)                     {}
+func (nopMetrics) SteppedDown(string)                 {}
+func (nopMetrics) Ticked(time.Duration)               {}
+func (nopMetrics) Admitted(string, int, int)          {}
+func (nopMetrics) LineTicked(string, int, int, int64) {}
+func (nopMetrics) Held(string, string)                {}
+func (nopMetrics) Resumed(string, string)             {}
+func (nopMetrics) Published([]queue.Event)            {}
+func (nopMetrics) Drew(string, int64, time.Duration)  {}
+func (nopMetrics) Rate(string, float64)               {}
+func (nopMetrics) RateDecided(string, string)         {}
+func (nopMetrics) Backlog(string, int64)              {}
+func (nopMetrics) StoppedRelaying(string)             {}
+func (nopMetrics) Forget(string)                      {}

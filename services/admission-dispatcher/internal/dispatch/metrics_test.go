@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -26,6 +27,7 @@ type tally struct {
 	held                                  map[string]map[string]bool
 	backlog                               map[string]int64
 	ticks                                 []time.Duration
+	lineIssued                            map[string]int // "queue line" -> tokens
 }
 
 func newTally() *tally {
@@ -33,10 +35,14 @@ func newTally() *tally {
 		leading: map[string]int{}, steppedDown: map[string]int{}, stoppedRelaying: map[string]int{},
 		forgotten: map[string]int{}, issued: map[string]int{}, expired: map[string]int{}, published: map[string]int{},
 		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{}, decided: map[string]int{},
+		lineIssued: map[string]int{},
 	}
 }
 
-func (m *tally) Leading(q string)          { m.inc(m.leading, q, 1) }
+func (m *tally) Leading(q string) { m.inc(m.leading, q, 1) }
+func (m *tally) LineTicked(q string, line int, issued int, _ int64) {
+	m.inc(m.lineIssued, fmt.Sprintf("%s %d", q, line), issued)
+}
 func (m *tally) StoppedRelaying(q string)  { m.inc(m.stoppedRelaying, q, 1); m.setBacklog(q, -1) }
 func (m *tally) Forget(q string)           { m.inc(m.forgotten, q, 1) }
 func (m *tally) Held(q, reason string)     { m.setHeld(q, reason, true) }
@@ -72,6 +78,13 @@ func (m *tally) Published(events []queue.Event) {
 	for _, e := range events {
 		m.inc(m.published, e.Type, 1)
 	}
+}
+
+// get reads one count under the lock.
+func (m *tally) get(c map[string]int, k string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return c[k]
 }
 
 func (m *tally) inc(c map[string]int, k string, n int) {

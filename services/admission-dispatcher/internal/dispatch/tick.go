@@ -89,6 +89,9 @@ func (l *leader) tick(ctx context.Context) {
 // once every line is gone.
 func (l *leader) lineTicked(ctx context.Context, ls *leadership, start time.Time, line int, r queue.IssueReply) bool {
 	allGone := ls.lineApplied(line, r)
+	if r.Err == nil && !r.Gone {
+		l.d.m.LineTicked(ls.q, line, r.Issued, r.Waiting)
+	}
 	switch {
 	case r.Gone && allGone:
 		l.stepDown(ls, "queue closed and done with")

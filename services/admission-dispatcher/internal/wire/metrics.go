@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,9 @@ type metrics struct {
 	issued, expired, restored, published, drawn, decided *prometheus.CounterVec
 	tick, draw                                           prometheus.Histogram
 	leader, backlog, held, admitRate                     *prometheus.GaugeVec
+	// A queue split into lines: each line's admissions and length.
+	lineIssued  *prometheus.CounterVec
+	lineWaiting *prometheus.GaugeVec
 }
 
 var (
@@ -52,7 +56,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
 			Help: "Events in the queue's outbox not yet confirmed by the broker."}, []string{"queue"}),
 	}
-	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw, m.decided, m.admitRate)
+	m.lineIssued = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "line_tokens_issued_total",
+		Help: "Entry tokens issued, by line, in queues split into lines (shards > 1); the queue's total is tokens_issued_total."}, []string{"queue", "line"})
+	m.lineWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "line_waiting",
+		Help: "People waiting in each line of a queue split into lines, after the last tick, on the queues this replica leads."}, []string{"queue", "line"})
+	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw, m.decided, m.admitRate,
+		m.lineIssued, m.lineWaiting)
 	return m
 }
 
@@ -67,6 +76,7 @@ func (m *metrics) SteppedDown(q string) {
 	m.leader.WithLabelValues(q).Set(0)
 	m.admitRate.DeleteLabelValues(q)
 	m.held.DeletePartialMatch(prometheus.Labels{"queue": q})
+	m.lineWaiting.DeletePartialMatch(prometheus.Labels{"queue": q})
 }
 
 func (m *metrics) Ticked(d time.Duration) { m.tick.Observe(d.Seconds()) }
@@ -74,6 +84,12 @@ func (m *metrics) Ticked(d time.Duration) { m.tick.Observe(d.Seconds()) }
 func (m *metrics) Admitted(q string, issued, expired int) {
 	m.issued.WithLabelValues(q).Add(float64(issued))
 	m.expired.WithLabelValues(q).Add(float64(expired))
+}
+
+func (m *metrics) LineTicked(q string, line int, issued int, waiting int64) {
+	l := strconv.Itoa(line)
+	m.lineIssued.WithLabelValues(q, l).Add(float64(issued))
+	m.lineWaiting.WithLabelValues(q, l).Set(float64(waiting))
 }
 
 func (m *metrics) Held(q, reason string)    { m.held.WithLabelValues(q, reason).Set(1) }
@@ -100,10 +116,10 @@ func (m *metrics) StoppedRelaying(q string)  { m.backlog.DeleteLabelValues(q) }
 // Forget drops a deleted queue's series, so a thousand short-lived queues
 // do not leave a thousand series behind.
 func (m *metrics) Forget(q string) {
-	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored, m.drawn, m.decided} {
+	for _, v := range []*prometheus.CounterVec{m.issued, m.expired, m.restored, m.drawn, m.decided, m.lineIssued} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
-	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held, m.admitRate} {
+	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held, m.admitRate, m.lineWaiting} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
 }
