@@ -46,7 +46,7 @@ const (
 	// pre-queue was drawn; startsAt can no longer change.
 	TypeQueueStarted = "queue-started"
 	// TypeShardsFixed (409): the queue's line count cannot change while
-	// anyone is in it, or together with a start time.
+	// anyone is in it.
 	TypeShardsFixed = "shards-fixed"
 	// TypeTicketInvalid (403): the queue ticket was not issued to this
 	// user for this queue (forged, altered, or someone else's).

@@ -136,4 +136,15 @@ type DrawWork struct {
 	Remaining []string
 	// Placed is how many have a place so far.
 	Placed int64
+	// Count is how many were pre-queued when the pre-queue closed.
+	Count int64
+}
+
+// DrawTotals are what a draw step of one line of a queue split into lines
+// needs (zero for a queue of one line): Quiet writes no event (lines 1 and
+// up); OthersPreQueued and OthersPlaced are the other lines' counts, which
+// line 0's QueueStarted and QueueDrawn add to its own (the queue's totals).
+type DrawTotals struct {
+	Quiet                         bool
+	OthersPreQueued, OthersPlaced int64
 }

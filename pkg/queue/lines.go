@@ -26,10 +26,6 @@ const MaxShards = 64
 // pre-queued, holding a token or ordering, in any line) cannot change.
 var ErrShardsFixed = errors.New("the line count of a queue with people in it is fixed")
 
-// ErrShardsWithStart: a queue split into lines has no pre-queue draw yet,
-// so it cannot have a start time.
-var ErrShardsWithStart = errors.New("a queue split into lines (shards > 1) cannot have a start time (startsAt) yet")
-
 // LineID is the id a line's keys carry in their hash tag: the queue id for
 // line 0, "<q>:<i>" for line i.
 func LineID(q string, line int) string {

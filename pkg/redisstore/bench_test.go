@@ -110,7 +110,7 @@ func BenchmarkDraw100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		w, err := s.StartDraw(ctx, q, epoch)
+		w, err := s.StartDraw(ctx, q, epoch, queue.DrawTotals{})
 		if err != nil || len(w.Remaining) != people {
 			b.Fatalf("start draw: %d to place, %v", len(w.Remaining), err)
 		}
@@ -123,7 +123,7 @@ func BenchmarkDraw100k(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if w, err = s.FinishDraw(ctx, q, epoch); err != nil || w.State != queue.DrawDrawn || w.Placed != people {
+		if w, err = s.FinishDraw(ctx, q, epoch, queue.DrawTotals{}); err != nil || w.State != queue.DrawDrawn || w.Placed != people {
 			b.Fatalf("finish: %+v %v", w, err)
 		}
 	}

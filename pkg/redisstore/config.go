@@ -112,10 +112,6 @@ func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queu
 			updateErr = err
 			return err
 		}
-		if next.Shards > 1 && !next.StartsAt.IsZero() {
-			updateErr = fmt.Errorf("configure %s: %w", q, queue.ErrShardsWithStart)
-			return updateErr
-		}
 		if exists && next.Shards != cur.Shards && cur.Shards != held {
 			reshard = &lineCountChange{from: cur.Shards, to: next.Shards}
 			updateErr = errReshardFirst

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -15,8 +16,11 @@ const preQueuePage = 10_000
 // returns the draw with the seed and the people still to place (in no
 // particular order). It returns a zero DrawWork with State other than
 // DrawDrawing when there is nothing to draw.
-func (s *Store) StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
-	w, err := s.drawStep(ctx, q, epoch, "announce", nil)
+//
+// q may be a line id (queue.LineID): the line's pre-queue is drawn, with
+// totals t for its events (see queue.DrawTotals).
+func (s *Store) StartDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error) {
+	w, err := s.drawStep(ctx, q, epoch, "announce", totalsArgs(t))
 	if err != nil || w.State != queue.DrawDrawing {
 		return w, err
 	}
@@ -43,13 +47,29 @@ func (s *Store) PlaceDrawn(ctx context.Context, q string, epoch int64, users []s
 // FinishDraw ends q's draw once nobody is left pre-queued (State
 // DrawDrawn, QueueDrawn with the seed in the outbox); while someone is,
 // it changes nothing and the returned State stays DrawDrawing.
-func (s *Store) FinishDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
-	return s.drawStep(ctx, q, epoch, "finish", nil)
+func (s *Store) FinishDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error) {
+	return s.drawStep(ctx, q, epoch, "finish", totalsArgs(t))
+}
+
+// totalsArgs are announce's and finish's ARGV 4 to 6.
+func totalsArgs(t queue.DrawTotals) []string {
+	args := []string{"", "", ""}
+	if t.Quiet {
+		args[0] = "1"
+	}
+	if t.OthersPreQueued > 0 || t.OthersPlaced > 0 {
+		args[1], args[2] = strconv.FormatInt(t.OthersPreQueued, 10), strconv.FormatInt(t.OthersPlaced, 10)
+	}
+	return args
 }
 
 func (s *Store) drawStep(ctx context.Context, q string, epoch int64, step string, users []string) (queue.DrawWork, error) {
+	qid, _, ok := queue.ParseLineID(q)
+	if !ok {
+		return queue.DrawWork{}, fmt.Errorf("draw %s: %w", q, queue.ErrNotFound)
+	}
 	args := make([]any, 0, 3+len(users))
-	args = append(args, epoch, step, q)
+	args = append(args, epoch, step, qid)
 	for _, u := range users {
 		args = append(args, u)
 	}
@@ -68,7 +88,7 @@ func (s *Store) drawStep(ctx context.Context, q string, epoch int64, step string
 		}
 		return queue.DrawWork{
 			State: queue.DrawState(str(res[1])), Seed: str(res[2]),
-			PreQueued: intOf(res, 3), Placed: intOf(res, 4),
+			PreQueued: intOf(res, 3), Placed: intOf(res, 4), Count: intOf(res, 5),
 		}, nil
 	}
 	return queue.DrawWork{}, fmt.Errorf("draw %s: unknown reply %v", q, res)

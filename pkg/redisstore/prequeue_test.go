@@ -164,11 +164,11 @@ func TestDrawPlacesThePreQueueAheadOfLaterEntrants(t *testing.T) {
 		t.Fatalf("tick during the draw: %+v, want held for DRAW, nobody issued", r)
 	}
 
-	w, err := s.StartDraw(ctx, q, epoch)
+	w, err := s.StartDraw(ctx, q, epoch, queue.DrawTotals{})
 	if err != nil || w.State != queue.DrawDrawing || len(w.Remaining) != 20 || w.PreQueued != 20 {
 		t.Fatalf("start draw: %+v %v; want DRAWING with 20 to place", w, err)
 	}
-	if _, err := s.StartDraw(ctx, q, epoch); err != nil {
+	if _, err := s.StartDraw(ctx, q, epoch, queue.DrawTotals{}); err != nil {
 		t.Fatal(err)
 	}
 	started := outboxOf(t, rdb, q, queue.EventQueueStarted)
@@ -191,7 +191,7 @@ func TestDrawPlacesThePreQueueAheadOfLaterEntrants(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if w, err = s.FinishDraw(ctx, q, epoch); err != nil || w.State != queue.DrawDrawn || w.Placed != 19 {
+		if w, err = s.FinishDraw(ctx, q, epoch, queue.DrawTotals{}); err != nil || w.State != queue.DrawDrawn || w.Placed != 19 {
 			t.Fatalf("finish: %+v %v; want DRAWN with 19 placed", w, err)
 		}
 	}
@@ -280,7 +280,7 @@ func TestDrawResumedByANewLeaderKeepsTheOrder(t *testing.T) {
 	if err != nil || r.Held != queue.HeldDraw {
 		t.Fatalf("the tick that closes the pre-queue: %+v %v", r, err)
 	}
-	w, err := s.StartDraw(ctx, q, old)
+	w, err := s.StartDraw(ctx, q, old, queue.DrawTotals{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestDrawResumedByANewLeaderKeepsTheOrder(t *testing.T) {
 	if _, err := s.PlaceDrawn(ctx, q, old, full[11:]); !errors.Is(err, queue.ErrStaleEpoch) {
 		t.Fatalf("the old leader's place: %v, want stale epoch", err)
 	}
-	w, err = s.StartDraw(ctx, q, next)
+	w, err = s.StartDraw(ctx, q, next, queue.DrawTotals{})
 	if err != nil || len(w.Remaining) != 19 || w.Placed != 11 {
 		t.Fatalf("the new leader resumes: %+v %v; want 19 left, 11 placed", w, err)
 	}
@@ -303,7 +303,7 @@ func TestDrawResumedByANewLeaderKeepsTheOrder(t *testing.T) {
 	if _, err := s.PlaceDrawn(ctx, q, next, rest); err != nil {
 		t.Fatal(err)
 	}
-	if w, err = s.FinishDraw(ctx, q, next); err != nil || w.State != queue.DrawDrawn || w.Placed != 30 {
+	if w, err = s.FinishDraw(ctx, q, next, queue.DrawTotals{}); err != nil || w.State != queue.DrawDrawn || w.Placed != 30 {
 		t.Fatalf("finish: %+v %v", w, err)
 	}
 	line := rdb.ZRange(ctx, redisstore.KeysFor(q).Waiting(), 0, -1).Val()

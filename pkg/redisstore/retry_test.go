@@ -496,7 +496,7 @@ func TestHeldDrawRepliesRetriedPlaceEveryoneOnce(t *testing.T) {
 	hash := scriptHash(t, "draw")
 	var w queue.DrawWork
 	withHeldReply(t, p, requestWith(hash, respBulk("announce")), func() (err error) {
-		w, err = ps.StartDraw(ctx, q, epoch)
+		w, err = ps.StartDraw(ctx, q, epoch, queue.DrawTotals{})
 		return err
 	})
 	order, err := queue.DrawOrder(w.Seed, w.Remaining)
@@ -514,7 +514,7 @@ func TestHeldDrawRepliesRetriedPlaceEveryoneOnce(t *testing.T) {
 		}
 	}
 	withHeldReply(t, p, requestWith(hash, respBulk("finish")), func() (err error) {
-		w, err = ps.FinishDraw(ctx, q, epoch)
+		w, err = ps.FinishDraw(ctx, q, epoch, queue.DrawTotals{})
 		return err
 	})
 	if w.State != queue.DrawDrawn || w.Placed != 12 {

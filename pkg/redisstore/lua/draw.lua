@@ -19,11 +19,20 @@
 -- The caller computes the order (HMAC-SHA256 of each user id keyed with the
 -- seed; Redis has no SHA-256) from the seed this script returns.
 --
+-- A queue split into lines draws each line's pre-queue on the line (the same
+-- seed on every line, so one order): lines 1 and up run announce and finish
+-- quietly (ARGV 4 = '1': no event), and line 0's events, announced and
+-- finished last by the leader, carry the queue's totals (its own counts plus
+-- the other lines', ARGV 5 pre-queued and ARGV 6 placed); QueueDrawn's
+-- first and last are line 0's numbers.
+--
 -- KEYS: 1 config, 2 waiting, 3 prequeue, 4 draw, 5 dispatch, 6 outbox, 7 left,
 --       8 leftbins
--- ARGV: 1 epoch, 2 step, 3 queue id, 4.. users (place)
--- Reply: {'OK', state, seed, still pre-queued, placed so far}; {'STALE',
--- epoch}; {'NOT_FOUND'}.
+-- ARGV: 1 epoch, 2 step, 3 queue id; place: 4.. users; announce and finish:
+--       4 quiet ('1' or ''), 5 the other lines' pre-queued, 6 the other
+--       lines' placed ('' for none)
+-- Reply: {'OK', state, seed, still pre-queued, placed so far, pre-queued at
+-- the close}; {'STALE', epoch}; {'NOT_FOUND'}.
 local current = tonumber(redis.call('HGET', KEYS[5], 'epoch') or '0')
 if tonumber(ARGV[1]) ~= current then
   return {'STALE', current}
@@ -42,8 +51,14 @@ local base, nxt = tonumber(d[4] or '0'), tonumber(d[6] or '0')
 local now = now_ms()
 
 local function answer(state)
-  return {'OK', state, d[2], redis.call('ZCARD', KEYS[3]), nxt - base}
+  return {'OK', state, d[2], redis.call('ZCARD', KEYS[3]), nxt - base, tonumber(d[5] or '0') or 0}
 end
+local quiet = step ~= 'place' and ARGV[4] == '1'
+local others_pre, others_placed = 0, 0
+if step ~= 'place' then
+  others_pre, others_placed = tonumber(ARGV[5] or '') or 0, tonumber(ARGV[6] or '') or 0
+end
+local total_pre = (tonumber(d[5] or '0') or 0) + others_pre
 
 if d[1] ~= 'DRAWING' then
   return answer(d[1])
@@ -52,8 +67,10 @@ local sha = d[3]
 
 if step == 'announce' then
   if not d[8] then
-    emit(KEYS[6], {'type', 'QueueStarted', 'eid', 'started.' .. string.sub(sha, 1, 32), 'q', q,
-      'starts', (starts > 0 and starts) or d[7], 'sha', sha, 'pre', d[5], 'at', d[7]})
+    if not quiet then
+      emit(KEYS[6], {'type', 'QueueStarted', 'eid', 'started.' .. string.sub(sha, 1, 32), 'q', q,
+        'starts', (starts > 0 and starts) or d[7], 'sha', sha, 'pre', total_pre, 'at', d[7]})
+    end
     redis.call('HSET', KEYS[4], 'announced', 1)
   end
   return answer('DRAWING')
@@ -82,8 +99,11 @@ if step == 'finish' then
   bins_add(KEYS[8], holes, 1)
   redis.call('HSET', KEYS[4], 'state', 'DRAWN', 'drawnAtMs', now)
   redis.call('HSET', KEYS[1], 'drawPending', 0)
-  emit(KEYS[6], {'type', 'QueueDrawn', 'eid', 'drawn.' .. string.sub(sha, 1, 32), 'q', q,
-    'seed', d[2], 'sha', sha, 'pre', d[5], 'placed', nxt - base, 'first', base + 1, 'last', nxt, 'at', now})
+  if not quiet then
+    emit(KEYS[6], {'type', 'QueueDrawn', 'eid', 'drawn.' .. string.sub(sha, 1, 32), 'q', q,
+      'seed', d[2], 'sha', sha, 'pre', total_pre, 'placed', nxt - base + others_placed,
+      'first', base + 1, 'last', nxt, 'at', now})
+  end
   return answer('DRAWN')
 end
 return redis.error_reply('draw: unknown step ' .. tostring(step))

@@ -30,9 +30,9 @@ type Store interface {
 	SyncLines(ctx context.Context, q string) (int, error)
 	FollowLeases(ctx context.Context, owner string, lines []queue.LineLease) []queue.LeaseReply
 
-	StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error)
+	StartDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error)
 	PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error)
-	FinishDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error)
+	FinishDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error)
 
 	EnsureOutboxGroup(ctx context.Context, q string) error
 	ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error)

@@ -43,10 +43,13 @@ func (l *leader) startDraw(ctx context.Context, ls *leadership) {
 // safe to repeat, so a leader that dies half way leaves a draw the next
 // one finishes in the same order.
 func (l *leader) draw(ctx context.Context, ls *leadership) error {
+	if len(ls.lines) > 1 {
+		return l.drawLines(ctx, ls)
+	}
 	start := time.Now()
 	var placed int64
 	for {
-		w, err := l.d.store.StartDraw(ctx, ls.q, ls.epoch)
+		w, err := l.d.store.StartDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
 		if err != nil {
 			return err
 		}
@@ -60,13 +63,10 @@ func (l *leader) draw(ctx context.Context, ls *leadership) error {
 		}
 		// Chunks of a few milliseconds of Redis time each, so a draw of
 		// 100,000 never blocks the server for long.
-		chunk := l.d.o.DrawChunk
-		for i := 0; i < len(order); i += chunk {
-			if _, err := l.d.store.PlaceDrawn(ctx, ls.q, ls.epoch, order[i:min(i+chunk, len(order))]); err != nil {
-				return err
-			}
+		if err := l.place(ctx, ls, ls.q, order); err != nil {
+			return err
 		}
-		w, err = l.d.store.FinishDraw(ctx, ls.q, ls.epoch)
+		w, err = l.d.store.FinishDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
 		if err != nil {
 			return err
 		}
@@ -79,6 +79,76 @@ func (l *leader) draw(ctx context.Context, ls *leadership) error {
 	}
 	took := time.Since(start)
 	ls.log.Info("pre-queue drawn", "placed", placed, "took", took)
+	l.d.m.Drew(ls.q, placed, took)
+	l.d.relay.kick()
+	return nil
+}
+
+// place gives the people of order, in that order, their places in line id
+// (a queue or one of its lines), in chunks of a few milliseconds of Redis
+// time each, so a draw of 100,000 never blocks the server for long.
+func (l *leader) place(ctx context.Context, ls *leadership, id string, order []string) error {
+	chunk := l.d.o.DrawChunk
+	for i := 0; i < len(order); i += chunk {
+		if _, err := l.d.store.PlaceDrawn(ctx, id, ls.epoch, order[i:min(i+chunk, len(order))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drawLines draws the pre-queue of a queue split into lines: each line's
+// own, in the order of the one seed they share. The queue's events come
+// from line 0 with the queue's totals: QueueStarted once every line has
+// closed its pre-queue (lines 1 and up are announced first, quietly, for
+// their counts), QueueDrawn once every other line is drawn (line 0 is
+// finished last). A line whose start has not come on its master yet (its
+// clock behind line 0's) stops the draw until a later tick starts it
+// again; every step is safe to repeat.
+func (l *leader) drawLines(ctx context.Context, ls *leadership) error {
+	start := time.Now()
+	n := len(ls.lines)
+	works := make([]queue.DrawWork, n)
+	var count int64
+	for line := n - 1; line >= 0; line-- {
+		t := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count}
+		w, err := l.d.store.StartDraw(ctx, queue.LineID(ls.q, line), ls.epoch, t)
+		if err != nil {
+			return err
+		}
+		if w.State == queue.DrawScheduled {
+			return nil // this line's start has not come yet: a later tick goes on
+		}
+		works[line] = w
+		count += w.Count
+	}
+	l.d.relay.kick()
+	for line, w := range works {
+		if w.State != queue.DrawDrawing {
+			continue
+		}
+		order, err := queue.DrawOrder(w.Seed, w.Remaining)
+		if err != nil {
+			return err
+		}
+		if err := l.place(ctx, ls, queue.LineID(ls.q, line), order); err != nil {
+			return err
+		}
+	}
+	var placed int64
+	for line := n - 1; line >= 0; line-- {
+		t := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count - works[0].Count, OthersPlaced: placed}
+		w, err := l.d.store.FinishDraw(ctx, queue.LineID(ls.q, line), ls.epoch, t)
+		if err != nil {
+			return err
+		}
+		if w.State == queue.DrawDrawing {
+			return nil // someone is still pre-queued here: the next tick goes on
+		}
+		placed += w.Placed
+	}
+	took := time.Since(start)
+	ls.log.Info("pre-queue drawn", "lines", n, "placed", placed, "took", took)
 	l.d.m.Drew(ls.q, placed, took)
 	l.d.relay.kick()
 	return nil

@@ -126,11 +126,11 @@ func (c *crashable) ReadOutboxes(ctx context.Context, consumer string, n int64, 
 // place call of a draw (0: never).
 func (c *crashable) crashAfterPlacing(n int32) { c.placeBudget.Store(n) }
 
-func (c *crashable) StartDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
+func (c *crashable) StartDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error) {
 	if c.crashed.Load() {
 		return queue.DrawWork{}, errCrashed
 	}
-	return c.Store.StartDraw(ctx, q, epoch)
+	return c.Store.StartDraw(ctx, q, epoch, t)
 }
 
 func (c *crashable) PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error) {
@@ -144,11 +144,11 @@ func (c *crashable) PlaceDrawn(ctx context.Context, q string, epoch int64, users
 	return w, err
 }
 
-func (c *crashable) FinishDraw(ctx context.Context, q string, epoch int64) (queue.DrawWork, error) {
+func (c *crashable) FinishDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error) {
 	if c.crashed.Load() {
 		return queue.DrawWork{}, errCrashed
 	}
-	return c.Store.FinishDraw(ctx, q, epoch)
+	return c.Store.FinishDraw(ctx, q, epoch, t)
 }
 
 // replica is one dispatcher process.

@@ -415,3 +415,76 @@ func TestShardedQueueSurvivesSlotMoveAndLeaderKill(t *testing.T) {
 		t.Fatalf("%d of %d people admitted, %d with more than one token; want all %d, one token each", len(tokens), n, twice, n)
 	}
 }
+
+// TestShardedQueueDrawsItsPreQueue: 900 people enter a queue of three lines
+// before its start time, 300 after. At the start each line draws its own
+// pre-queue; the queue announces one QueueStarted and one QueueDrawn with
+// its totals, everyone is admitted once, and in every line the pre-queued
+// come before those who entered after the start.
+func TestShardedQueueDrawsItsPreQueue(t *testing.T) {
+	const pre, after, shards = 900, 300, 3
+	m := startThreeMasters(t)
+	startsAt := time.Now().Add(2 * time.Second).Truncate(time.Millisecond)
+	q := m.newShardedQueue(t, shards, func(c *queue.Config) {
+		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.StartsAt = 600, 0, startsAt
+	})
+	ctx := context.Background()
+	for i := range pre {
+		st, err := m.store.Enter(ctx, q, userName(i))
+		if err != nil || st.State != queue.PreQueue {
+			t.Fatalf("enter %d before the start: %+v %v", i, st.State, err)
+		}
+	}
+	pub := &recorder{}
+	runLoggedDispatcher(t, m.store, pub, dispatch.Options{Owner: testenv.ID(t), Tick: 100 * time.Millisecond,
+		Lease: 2 * time.Second, Queues: []string{q}})
+	time.Sleep(time.Until(startsAt) + 300*time.Millisecond)
+	for i := pre; i < pre+after; i++ {
+		st, err := m.store.Enter(ctx, q, userName(i))
+		if err != nil || (st.State != queue.Waiting && st.State != queue.Admitted) {
+			t.Fatalf("enter %d after the start: %+v %v", i, st.State, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pub.of(queue.EventTokenIssued)) < pre+after && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	issued := pub.of(queue.EventTokenIssued)
+	seen := map[string]bool{}
+	for _, e := range issued {
+		seen[e.UserID] = true
+	}
+	started, drawn := pub.of(queue.EventQueueStarted), pub.of(queue.EventQueueDrawn)
+	if len(issued) != pre+after || len(seen) != pre+after {
+		t.Fatalf("TokenIssued: %d events for %d people, want %d once each", len(issued), len(seen), pre+after)
+	}
+	if len(started) != 1 || started[0].PreQueued != pre || len(drawn) != 1 || drawn[0].PreQueued != pre || drawn[0].Placed != pre {
+		t.Fatalf("QueueStarted %+v, QueueDrawn %+v; want one each, %d pre-queued and placed", started, drawn, pre)
+	}
+	// In each line, by its own sequence: every pre-queued person before
+	// everyone who came after the start.
+	lastPre, firstAfter := make([]int64, shards), make([]int64, shards)
+	for i := range firstAfter {
+		firstAfter[i] = math.MaxInt64
+	}
+	for _, e := range issued {
+		var i int
+		if _, err := fmt.Sscanf(e.UserID, "u%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		line := queue.TokenLine(e.TokenID)
+		if i < pre {
+			lastPre[line] = max(lastPre[line], e.Seq)
+		} else {
+			firstAfter[line] = min(firstAfter[line], e.Seq)
+		}
+	}
+	for line := range shards {
+		if lastPre[line] >= firstAfter[line] {
+			t.Errorf("line %d: a pre-queued person has number %d, someone who came after the start %d", line, lastPre[line], firstAfter[line])
+		}
+	}
+	t.Logf("%d pre-queued over %d lines drawn at the start (one QueueStarted, one QueueDrawn: %d placed), %d after; all admitted once",
+		pre, shards, drawn[0].Placed, after)
+}

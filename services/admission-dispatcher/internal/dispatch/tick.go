@@ -109,6 +109,8 @@ func (l *leader) lineTicked(ctx context.Context, ls *leadership, start time.Time
 			l.warnEvery("issue failed on a line", "queue", ls.q, "line", line, "err", r.Err)
 		}
 		return false
+	case r.Held == queue.HeldDraw:
+		l.startDraw(ctx, ls) // one draw goroutine runs every line's
 	}
 	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0

@@ -44,8 +44,6 @@ var problems = httpserver.NewProblems(
 		"this queue has started and its pre-queue was drawn: its startsAt can no longer change (create a new queue for another sale)")),
 	httpserver.Is(queue.ErrShardsFixed, problem.New(http.StatusConflict, problem.TypeShardsFixed,
 		"this queue has people in it (waiting, pre-queued, holding a token or ordering): its shards can change only once it is empty")),
-	httpserver.Is(queue.ErrShardsWithStart, problem.New(http.StatusConflict, problem.TypeShardsFixed,
-		"a queue split into lines (shards > 1) cannot have a start time yet: set shards to 1, or remove startsAt")),
 	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
 	httpserver.Is(queue.ErrClosed, problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")),
 	httpserver.IsFunc(queue.ErrFull, func(*gin.Context) *problem.Problem {
