@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -145,14 +146,18 @@ func (s *Store) lineRun(ctx context.Context, q, user string, run func(line, shar
 	}
 }
 
-// lineLengths is every line's length for q, at most lineFiguresMaxAge old,
-// with line's own as its script just read it.
-func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lineWaiting int64) ([]int64, error) {
+// lineLengths is every line's length for q, read at most lineFiguresMaxAge
+// ago, and while line's length (lineNow) is within a tenth (or ten people)
+// of what that read found: a queue filling or draining fast is read again
+// sooner, so the extrapolation of queueLength stays short.
+func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lineNow int64) ([]int64, error) {
 	s.lines.mu.Lock()
 	e := s.lines.entry(q)
 	var waiting []int64
 	if len(e.waiting) == shards && time.Since(e.figuresAt) < lineFiguresMaxAge {
-		waiting = append([]int64(nil), e.waiting...)
+		if then := e.waiting[line]; abs(lineNow-then) <= max(10, then/10) {
+			waiting = append([]int64(nil), e.waiting...)
+		}
 	}
 	s.lines.mu.Unlock()
 	if waiting == nil {
@@ -165,9 +170,8 @@ func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lin
 			e.waiting, e.figuresAt = read, time.Now()
 		}
 		s.lines.mu.Unlock()
-		waiting = append([]int64(nil), read...)
+		waiting = read
 	}
-	waiting[line] = lineWaiting
 	return waiting, nil
 }
 
@@ -191,6 +195,22 @@ func (s *Store) readLineLengths(ctx context.Context, q string, shards int) ([]in
 	return waiting, nil
 }
 
+// queueLength is the queue's length from its lines' lengths read a moment
+// ago (waiting) and line's length now (lineNow). The lines fill and drain
+// together (people are spread over them by a hash, admitted in proportion),
+// so the others are taken to have grown or shrunk as line did since:
+// during a rush of enters their lengths of 100 ms ago would undercount.
+func queueLength(waiting []int64, line int, lineNow int64) int64 {
+	var then int64
+	for _, w := range waiting {
+		then += w
+	}
+	if w := waiting[line]; w > 0 {
+		return max(lineNow, int64(math.Round(float64(then)*float64(lineNow)/float64(w))))
+	}
+	return then - waiting[line] + lineNow
+}
+
 // toQueue turns a standing read from one line of q into the queue's: the
 // place among everyone waiting (queue.ScaleToQueue) and the queue's
 // length. The line is admitted at its share of the queue's rate, its
@@ -205,10 +225,7 @@ func (s *Store) toQueue(ctx context.Context, q string, shards, line int, st queu
 	if err != nil {
 		return st, err
 	}
-	var total int64
-	for _, w := range waiting {
-		total += w
-	}
+	total := queueLength(waiting, line, st.Total)
 	if st.State == queue.Waiting {
 		st.Position = queue.ScaleToQueue(st.Position, st.Total, total)
 	}
@@ -217,4 +234,11 @@ func (s *Store) toQueue(ctx context.Context, q string, shards, line int, st queu
 	}
 	st.Total = total
 	return st, nil
+}
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 
 	// Enter: each person in their line; places over the whole queue.
 	perLine := make([]int64, shards)
+	worstTotal := 0.0
 	for i := range n {
 		user := fmt.Sprintf("p%03d", i)
 		st, err := s.Enter(ctx, q, user)
@@ -53,16 +55,23 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		}
 		line := queue.LineOf(user, shards)
 		perLine[line]++
-		// The other lines' lengths are at most 100 ms old: the total is
-		// at least this line's and at most everyone so far.
-		if st.Line != line || st.Lines != shards || st.Total < perLine[line] || st.Total > int64(i+1) {
-			t.Fatalf("enter %s: line %d of %d, total %d; want line %d of %d, total %d..%d", user, st.Line, st.Lines, st.Total,
-				line, shards, perLine[line], i+1)
+		// The other lines' lengths are up to 100 ms old, taken to have
+		// grown as this line did since: the total is an estimate, at least
+		// this line's length.
+		// (The first 100 ms of a queue have nothing to go by: checked from
+		// the 50th on.)
+		if d := st.Total - int64(i+1); st.Line != line || st.Lines != shards || st.Total < perLine[line] || (i >= 50 && max(d, -d) > int64(i+1)/5) {
+			t.Fatalf("enter %s: line %d of %d, total %d; want line %d of %d, total about %d", user, st.Line, st.Lines, st.Total,
+				line, shards, i+1)
+		}
+		if i >= 50 {
+			worstTotal = max(worstTotal, math.Abs(float64(st.Total-int64(i+1)))/float64(i+1))
 		}
 		if st.Position < 1 || st.Position > st.Total {
 			t.Fatalf("enter %s: place %d of %d", user, st.Position, st.Total)
 		}
 	}
+	t.Logf("totals told while %d entered one after another: worst %.1f %% off (from the 50th)", n, 100*worstTotal)
 	time.Sleep(150 * time.Millisecond)
 	last, err := s.Position(ctx, q, "p299")
 	if err != nil || last.Total != n || last.Position < n*8/10 {
@@ -91,7 +100,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 	if err != nil || cfg.Shards != shards || st.Waiting != n {
 		t.Fatalf("after the refused change: shards %d, %d waiting, %v; want %d and %d", cfg.Shards, st.Waiting, err, shards, n)
 	}
-	if st, err := s.Enter(ctx, q, "late"); err != nil || st.State != queue.Waiting || st.Total != n+1 {
+	if st, err := s.Enter(ctx, q, "late"); err != nil || st.State != queue.Waiting || abs(st.Total-(n+1)) > (n+1)/10 {
 		t.Fatalf("enter after the refused change (the lines' hold lifted): %+v %v", st, err)
 	}
 
@@ -387,3 +396,10 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 type frontiers struct{ c *redisstore.FrontierCache }
 
 func (f frontiers) Lookup(id string) *queue.Frontier { return f.c.Lookup(id) }
+
+func abs(n int64) int64 {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
