@@ -217,10 +217,11 @@ func queueLength(waiting []int64, line int, lineNow int64) int64 {
 // length over the queue's, so the queue's measured rate is the line's
 // scaled by the same factor (and the wait is the line's own estimate).
 func (s *Store) toQueue(ctx context.Context, q string, shards, line int, st queue.Standing) (queue.Standing, error) {
-	st.QueueID, st.Line, st.Lines = q, line, shards
+	st.QueueID = q
 	if shards <= 1 {
-		return st, nil
+		return st, nil // Line and Lines stay 0: not split
 	}
+	st.Line, st.Lines = line, shards
 	waiting, err := s.lineLengths(ctx, q, shards, line, st.Total)
 	if err != nil {
 		return st, err
