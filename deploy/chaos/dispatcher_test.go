@@ -96,20 +96,10 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 	entered := make(chan struct{})
 	go func() { defer close(entered); r.enterAll(gateway.URL, users[head:], 400) }()
 
-	var mu sync.Mutex
-	disp := map[string]*testenv.Service{}
-	n := 0
-	spawn := func(wait bool) {
-		n++
-		id := fmt.Sprintf("disp-%d", n)
-		// No DISPATCH_LEASE / DISPATCH_TICK: the drill checks the defaults.
-		p := start(t, "admission-dispatcher", r.env(map[string]string{"INSTANCE_ID": id}), wait)
-		mu.Lock()
-		disp[id] = p
-		mu.Unlock()
-	}
+	// No DISPATCH_LEASE / DISPATCH_TICK: the drill checks the defaults.
+	disp := &dispatchers{r: r}
 	for range 3 {
-		spawn(true)
+		disp.spawn(true)
 	}
 	redisNow := func(what string) time.Time {
 		now, err := rdb.Time(ctx).Result()
@@ -141,11 +131,7 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: no leader: %v", k, err)
 		}
-		owner := lock[:strings.LastIndex(lock, ":")]
-		mu.Lock()
-		p := disp[owner]
-		delete(disp, owner)
-		mu.Unlock()
+		p := disp.leader(lock)
 		if p == nil {
 			t.Fatalf("kill %d: leader %q is not one of ours", k, lock)
 		}
@@ -153,7 +139,7 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 		killAt = append(killAt, redisNow("before kill"))
 		p.Kill()
 		deadAt = append(deadAt, redisNow("after kill"))
-		spawn(false)
+		disp.spawn(false)
 		// Recovered: another replica leads and issues again.
 		if eventually(10*time.Second, func() bool {
 			l2, _ := rdb.Get(ctx, keys.Lock()).Result()
@@ -241,4 +227,39 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 		t.Fatalf("ok=%d lost=%d duplicated=%d issued=%d recovered=%d kills=%d slower than %s=%d; want ok=%d lost=0 duplicated=0 issued=%d recovered=%d kills=%d slow=0",
 			ok, lost, dup, issued, recovered, len(killAt), maxGap, slow, nUsers, nUsers, kills, kills)
 	}
+}
+
+// dispatchers are a drill's admission-dispatcher processes, by instance id.
+type dispatchers struct {
+	r     *rig
+	mu    sync.Mutex
+	procs map[string]*testenv.Service
+	n     int
+}
+
+// spawn starts one more replica (INSTANCE_ID disp-<n>); with wait, once it
+// is ready.
+func (d *dispatchers) spawn(wait bool) {
+	d.mu.Lock()
+	d.n++
+	id := fmt.Sprintf("disp-%d", d.n)
+	d.mu.Unlock()
+	p := start(d.r.t, "admission-dispatcher", d.r.env(map[string]string{"INSTANCE_ID": id}), wait)
+	d.mu.Lock()
+	if d.procs == nil {
+		d.procs = map[string]*testenv.Service{}
+	}
+	d.procs[id] = p
+	d.mu.Unlock()
+}
+
+// leader takes the process holding lock (a lease value "<owner>:<epoch>")
+// out of the set and returns it, nil when it is none of ours.
+func (d *dispatchers) leader(lock string) *testenv.Service {
+	owner := lock[:max(0, strings.LastIndex(lock, ":"))]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.procs[owner]
+	delete(d.procs, owner)
+	return p
 }

@@ -87,19 +87,9 @@ func TestShardedQueueDispatcherSIGKILLAndSlotMove(t *testing.T) {
 		}
 		return n
 	}
-	var mu sync.Mutex
-	disp := map[string]*testenv.Service{}
-	n := 0
-	spawn := func(wait bool) {
-		n++
-		id := fmt.Sprintf("disp-%d", n)
-		p := start(t, "admission-dispatcher", r.env(map[string]string{"INSTANCE_ID": id}), wait)
-		mu.Lock()
-		disp[id] = p
-		mu.Unlock()
-	}
+	disp := &dispatchers{r: r}
 	for range 3 {
-		spawn(true)
+		disp.spawn(true)
 	}
 	lockKey := redisstore.KeysFor(r.q).Lock()
 	last := 0
@@ -111,17 +101,13 @@ func TestShardedQueueDispatcherSIGKILLAndSlotMove(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kill %d: no leader: %v", k, err)
 		}
-		owner := lock[:strings.LastIndex(lock, ":")]
-		mu.Lock()
-		p := disp[owner]
-		delete(disp, owner)
-		mu.Unlock()
+		p := disp.leader(lock)
 		if p == nil {
 			t.Fatalf("kill %d: leader %q is not one of ours", k, lock)
 		}
 		before := issued()
 		p.Kill()
-		spawn(false)
+		disp.spawn(false)
 		if !eventually(10*time.Second, func() bool {
 			l2, _ := rdb.Get(ctx, lockKey).Result()
 			last = issued()
@@ -129,7 +115,7 @@ func TestShardedQueueDispatcherSIGKILLAndSlotMove(t *testing.T) {
 		}) {
 			t.Fatalf("kill %d: no new leader issuing within 10 s", k)
 		}
-		t.Logf("kill %d: %s SIGKILLed with %d issued; the next leader issues", k, owner, before)
+		t.Logf("kill %d: %s SIGKILLed with %d issued; the next leader issues", k, lock, before)
 		if k == 0 {
 			move := testenv.NewSlotMove(t, rdb, redisstore.KeysFor(queue.LineID(r.q, 1)).Waiting())
 			move.Begin()

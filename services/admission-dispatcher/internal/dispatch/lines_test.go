@@ -15,40 +15,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
 )
 
-// threeMasters is a private 3-master Redis Cluster and a Store on it.
-type threeMasters struct {
-	rdb   *redis.ClusterClient
-	store *redisstore.Store
-}
-
-func startThreeMasters(t *testing.T) *threeMasters {
-	t.Helper()
-	addrs := testenv.StartRedisClusterNodes(t, 3)
-	scripts := append(append(append([]*redis.Script{}, redisstore.DispatcherScripts...),
-		redisstore.GatewayScripts...), redisstore.OrderScripts...)
-	rdb, store, err := redisstore.Connect(context.Background(), "redis+cluster://"+strings.Join(addrs, ","),
-		slog.New(slog.NewTextHandler(io.Discard, nil)), scripts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		t.Fatalf("redis+cluster:// gave a %T, want a cluster client", rdb)
-	}
-	return &threeMasters{rdb: cc, store: store}
-}
+func startThreeMasters(t *testing.T) *clusterNodes { return startNodes(t, 3) }
 
 // newShardedQueue creates queue q with shards lines and the knobs mut sets.
-func (m *threeMasters) newShardedQueue(t *testing.T, shards int, mut func(*queue.Config)) string {
+func (m *clusterNodes) newShardedQueue(t *testing.T, shards int, mut func(*queue.Config)) string {
 	t.Helper()
 	q := testenv.ID(t)
 	_, _, err := m.store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
@@ -65,7 +41,7 @@ func (m *threeMasters) newShardedQueue(t *testing.T, shards int, mut func(*queue
 }
 
 // linesMasters returns the address of the master serving each line of q.
-func (m *threeMasters) linesMasters(t *testing.T, q string, shards int) []string {
+func (m *clusterNodes) linesMasters(t *testing.T, q string, shards int) []string {
 	t.Helper()
 	out := make([]string, shards)
 	for i := range shards {
@@ -487,4 +463,58 @@ func TestShardedQueueDrawsItsPreQueue(t *testing.T) {
 	}
 	t.Logf("%d pre-queued over %d lines drawn at the start (one QueueStarted, one QueueDrawn: %d placed), %d after; all admitted once",
 		pre, shards, drawn[0].Placed, after)
+}
+
+// TestShardedQueueAdmitsAtTheQueueRate: 6,000 people wait in a queue of
+// three lines opened at 1,000/s. The lines' shares add up to the queue's
+// rate: over the run the queue admits within 2 % of 1,000 a second, and no
+// second holds more than the rate plus one per line (each line's credit
+// carries less than one admission).
+func TestShardedQueueAdmitsAtTheQueueRate(t *testing.T) {
+	const n, shards, rate = 6000, 3, 1000
+	m := startThreeMasters(t)
+	q := m.newShardedQueue(t, shards, func(c *queue.Config) {
+		c.AdmissionRatePerSec, c.ActivationSpreadMs, c.State = rate, 0, queue.Paused
+	})
+	ctx := context.Background()
+	for i := range n {
+		if _, err := m.store.Enter(ctx, q, userName(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub := &recorder{}
+	runLoggedDispatcher(t, m.store, pub, dispatch.Options{Owner: testenv.ID(t), Tick: 100 * time.Millisecond,
+		Lease: 2 * time.Second, Queues: []string{q}})
+	if _, _, err := m.store.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.State = queue.Open
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(pub.of(queue.EventTokenIssued)) < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	issued := pub.of(queue.EventTokenIssued)
+	if len(issued) != n {
+		t.Fatalf("issued %d of %d", len(issued), n)
+	}
+	sort.Slice(issued, func(i, j int) bool { return issued[i].OccurredAt.Before(issued[j].OccurredAt) })
+	span := issued[n-1].OccurredAt.Sub(issued[0].OccurredAt)
+	got := float64(n-1) / span.Seconds()
+	// The busiest second: a window of one second starting at each admission.
+	busiest := 0
+	for i, j := 0, 0; i < n; i++ {
+		for j < n && issued[j].OccurredAt.Sub(issued[i].OccurredAt) < time.Second {
+			j++
+		}
+		busiest = max(busiest, j-i)
+	}
+	t.Logf("%d admitted over %d lines in %s: %.1f a second (rate %d); busiest second %d", n, shards, span.Round(time.Millisecond), got, rate, busiest)
+	if math.Abs(got-rate)/rate > 0.02 {
+		t.Fatalf("admitted at %.1f a second, want %d within 2 %%", got, rate)
+	}
+	if busiest > rate+rate/10+2*shards {
+		t.Fatalf("the busiest second admitted %d, want at most %d (the rate, a tick's batch, two a line)", busiest, rate+rate/10+2*shards)
+	}
 }

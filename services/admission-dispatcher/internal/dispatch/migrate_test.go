@@ -34,16 +34,21 @@ import (
 // cluster, under a running dispatcher and under single Issue calls, and
 // count the line all along.
 
-// twoNodes is a private two-master Redis Cluster and a Store over it, built
-// the way a dispatcher with REDIS_URL=redis+cluster://a,b builds it.
-type twoNodes struct {
+// clusterNodes is a private Redis Cluster of a few masters and a Store over
+// it, built the way a dispatcher with REDIS_URL=redis+cluster://a,b,...
+// builds it.
+type clusterNodes struct {
 	rdb   *redis.ClusterClient
 	store *redisstore.Store
 }
 
-func startTwoNodes(t *testing.T) *twoNodes {
+func startTwoNodes(t *testing.T) *clusterNodes { return startNodes(t, 2) }
+
+// startNodes starts a private cluster of n masters (see
+// testenv.StartRedisClusterNodes) with every service's scripts loaded.
+func startNodes(t *testing.T, n int) *clusterNodes {
 	t.Helper()
-	addrs := testenv.StartRedisClusterNodes(t, 2)
+	addrs := testenv.StartRedisClusterNodes(t, n)
 	scripts := append(append(append([]*redis.Script{}, redisstore.DispatcherScripts...),
 		redisstore.GatewayScripts...), redisstore.OrderScripts...)
 	rdb, store, err := redisstore.Connect(context.Background(), "redis+cluster://"+strings.Join(addrs, ","),
@@ -56,7 +61,7 @@ func startTwoNodes(t *testing.T) *twoNodes {
 	if !ok {
 		t.Fatalf("redis+cluster:// gave a %T, want a cluster client", rdb)
 	}
-	return &twoNodes{rdb: cc, store: store}
+	return &clusterNodes{rdb: cc, store: store}
 }
 
 // perUserKeys is the per-user keys (token, status, consumed) among keys.
@@ -338,7 +343,7 @@ func TestSlotMigrationUnderARunningDispatcherLosesNobody(t *testing.T) {
 	}
 }
 
-func migrateUnderLoad(t *testing.T, tn *twoNodes, orderInFlight bool, want map[string]migrationPhase) {
+func migrateUnderLoad(t *testing.T, tn *clusterNodes, orderInFlight bool, want map[string]migrationPhase) {
 	const (
 		n    = 300
 		rate = 50.0
@@ -434,7 +439,7 @@ func runLoggedDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publis
 
 // placeOrder consumes user's token: an order is in flight, so the queue's
 // in-flight set exists.
-func placeOrder(t *testing.T, tn *twoNodes, q, user string) {
+func placeOrder(t *testing.T, tn *clusterNodes, q, user string) {
 	t.Helper()
 	ctx := context.Background()
 	secret, err := tn.rdb.HGet(ctx, redisstore.KeysFor(q).Token(user), redisstore.TokenFieldSecret).Result()

@@ -20,15 +20,7 @@ import (
 func TestStreamsOfAShardedQueue(t *testing.T) {
 	t.Parallel()
 	const shards, n = 3, 600
-	srv := testenv.StartRedisServer(t)
-	exchange := "test." + testenv.ID(t)
-	t.Cleanup(func() { testenv.DeleteAMQPTopology(testenv.AMQPURL(t), exchange) })
-	cfg := testConfig(t, exchange)
-	cfg.Redis.URL = srv.URL()
-	cfg.PositionEvery = 200 * time.Millisecond
-	url := replica(t, cfg)
-
-	store := testenv.StoreAt(t, srv.URL())
+	url, store := privateReplica(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	q := testenv.ID(t)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
@@ -98,21 +99,26 @@ func zranks(t *testing.T, rdb redis.UniversalClient) int64 {
 	return 0
 }
 
-// TestStreamsWithTicketsTakePositionsFromTheFrontier: on a private Redis,
-// streams opened with a ticket far from the front get their exact position
-// every round without a position read; a stream without one is read every
-// round; a ticket of someone else is 403 ticket-invalid.
-func TestStreamsWithTicketsTakePositionsFromTheFrontier(t *testing.T) {
-	t.Parallel()
+// privateReplica runs a replica on a private Redis (position rounds every
+// 200 ms) and returns its URL and a Store on that Redis.
+func privateReplica(t *testing.T) (string, *redisstore.Store) {
+	t.Helper()
 	srv := testenv.StartRedisServer(t)
 	exchange := "test." + testenv.ID(t)
 	t.Cleanup(func() { testenv.DeleteAMQPTopology(testenv.AMQPURL(t), exchange) })
 	cfg := testConfig(t, exchange)
 	cfg.Redis.URL = srv.URL()
 	cfg.PositionEvery = 200 * time.Millisecond
-	url := replica(t, cfg)
+	return replica(t, cfg), testenv.StoreAt(t, srv.URL())
+}
 
-	store := testenv.StoreAt(t, srv.URL())
+// TestStreamsWithTicketsTakePositionsFromTheFrontier: on a private Redis,
+// streams opened with a ticket far from the front get their exact position
+// every round without a position read; a stream without one is read every
+// round; a ticket of someone else is 403 ticket-invalid.
+func TestStreamsWithTicketsTakePositionsFromTheFrontier(t *testing.T) {
+	t.Parallel()
+	url, store := privateReplica(t)
 	rdb := store.Client()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
