@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
@@ -23,10 +25,21 @@ import (
 
 func startThreeMasters(t *testing.T) *clusterNodes { return startNodes(t, 3) }
 
-// newShardedQueue creates queue q with shards lines and the knobs mut sets.
+// newShardedQueue creates a queue of shards lines with the knobs mut sets.
+// Its id is one whose lines sit on as many masters as they can (a line's
+// slot is a hash of the id: with random ids, three lines share one of three
+// masters one time in nine).
 func (m *clusterNodes) newShardedQueue(t *testing.T, shards int, mut func(*queue.Config)) string {
 	t.Helper()
+	masters := 0
+	_ = m.rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { masters++; return nil })
 	q := testenv.ID(t)
+	for try := 0; len(slices.Compact(slices.Sorted(slices.Values(m.linesMasters(t, q, shards))))) < min(shards, masters); try++ {
+		if try == 1000 {
+			t.Fatalf("no queue id in 1,000 puts %d lines on %d masters", shards, min(shards, masters))
+		}
+		q = testenv.ID(t)
+	}
 	_, _, err := m.store.UpdateConfig(context.Background(), q, func(c queue.Config, _ bool) (queue.Config, error) {
 		c.Shards = shards
 		if mut != nil {
