@@ -31,8 +31,9 @@ func startThreeMasters(t *testing.T) *clusterNodes { return startNodes(t, 3) }
 // masters one time in nine).
 func (m *clusterNodes) newShardedQueue(t *testing.T, shards int, mut func(*queue.Config)) string {
 	t.Helper()
-	masters := 0
-	_ = m.rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { masters++; return nil })
+	var counted atomic.Int32 // ForEachMaster calls back from a goroutine a master
+	_ = m.rdb.ForEachMaster(context.Background(), func(context.Context, *redis.Client) error { counted.Add(1); return nil })
+	masters := int(counted.Load())
 	q := testenv.ID(t)
 	for try := 0; len(slices.Compact(slices.Sorted(slices.Values(m.linesMasters(t, q, shards))))) < min(shards, masters); try++ {
 		if try == 1000 {
