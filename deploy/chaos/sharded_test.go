@@ -21,12 +21,18 @@ import (
 // TestShardedQueueDispatcherSIGKILLAndSlotMove runs the real binaries on a
 // private 3-master Redis Cluster: a queue of three lines, people entering
 // through the gateway, three dispatcher replicas. The leading dispatcher is
-// SIGKILLed (three times in the full form, once in make test's), and after
-// the first kill line 1's slot moves to another master. Everyone is admitted, each with one token.
+// SIGKILLed three times, and after the first kill line 1's slot moves to
+// another master. Full form only (make chaos). Everyone is admitted, each with one token.
 func TestShardedQueueDispatcherSIGKILLAndSlotMove(t *testing.T) {
+	if !full {
+		// Eight processes on a private cluster beside the other drills
+		// made make test's timing drills fail on a 2-core machine; make
+		// test runs the in-process form
+		// (TestShardedQueueSurvivesSlotMoveAndLeaderKill in the dispatcher).
+		t.Skip("full form only: make chaos (CHAOS_FULL=1)")
+	}
 	t.Parallel()
-	const shards, rate = 3, 300
-	kills := pick(1, 3) // the short form (make test) kills once: the machine is shared with every other test
+	const shards, rate, kills = 3, 300, 3
 	r := newRig(t)
 	addrs := testenv.StartRedisClusterNodes(t, 3)
 	r.redisURL, r.amqpURL = "redis+cluster://"+strings.Join(addrs, ","), testenv.AMQPURL(t)
@@ -41,7 +47,7 @@ func TestShardedQueueDispatcherSIGKILLAndSlotMove(t *testing.T) {
 		map[string]any{"admissionRatePerSec": rate, "activationSpreadMs": 0, "shards": shards}); res.status != http.StatusCreated {
 		t.Fatalf("create queue: %d %v", res.status, res.body)
 	}
-	nUsers := pick(1200, 3600)
+	nUsers := 3600
 	users := userNames("s", nUsers)
 	head := nUsers * 2 / 3
 	// Enters go on while the slot moves: a 503 (the store not answering
