@@ -113,7 +113,9 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	down := waitRate("database slow: below half of the maximum", 10*time.Second, func(r float64) bool { return r > 0 && r < maxRate/2 })
 	time.Sleep(slowFor - down)
 	s.pgProxy.Delay(0)
-	up := waitRate("database back: at the maximum again", 30*time.Second, func(r float64) bool { return r >= maxRate })
+	// 45 s: alone it climbs back in about 20 s; make test runs it beside
+	// every other package on two cores, where it took 30 s and more.
+	up := waitRate("database back: at the maximum again", 45*time.Second, func(r float64) bool { return r >= maxRate })
 	stopBuyers()
 	buyers.Wait()
 	// Tokens given back by failed orders expire a TTL later at most.
