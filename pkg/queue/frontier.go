@@ -244,10 +244,5 @@ func StandingOf(fs Frontiers, q, user string, gen, seq int64) (Standing, bool) {
 		waiting += l.Waiting
 	}
 	st.QueueID, st.Line, st.Lines = q, line, f.Shards
-	if lineWaiting := lines[line].Waiting; lineWaiting > 0 && waiting > lineWaiting {
-		st.MeasuredRate *= float64(waiting) / float64(lineWaiting)
-	}
-	st.Position = ScaleToQueue(st.Position, lines[line].Waiting, waiting)
-	st.Total = waiting
-	return st, true
+	return st.InQueue(lines[line].Waiting, waiting), true
 }

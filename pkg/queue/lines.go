@@ -117,6 +117,22 @@ func LineShares(waiting []int64) []float64 {
 	return shares
 }
 
+// InQueue turns st, a standing read from a line of lineWaiting people, into
+// the queue's of waiting people: the place (ScaleToQueue, for someone
+// waiting), the queue's length, and its measured rate (the line is
+// admitted at lineWaiting / waiting of the rate, so the queue's is the
+// line's scaled by the same factor, and the wait is the line's own).
+func (st Standing) InQueue(lineWaiting, waiting int64) Standing {
+	if st.State == Waiting {
+		st.Position = ScaleToQueue(st.Position, lineWaiting, waiting)
+	}
+	if lineWaiting > 0 && waiting > lineWaiting {
+		st.MeasuredRate *= float64(waiting) / float64(lineWaiting)
+	}
+	st.Total = waiting
+	return st
+}
+
 // ScaleToQueue turns a place in one line into a place in the whole queue: a
 // line of lineWaiting drains at its share of the rate, lineWaiting /
 // waiting, so place p in it is reached when about p x waiting / lineWaiting

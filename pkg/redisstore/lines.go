@@ -226,15 +226,7 @@ func (s *Store) toQueue(ctx context.Context, q string, shards, line int, st queu
 	if err != nil {
 		return st, err
 	}
-	total := queueLength(waiting, line, st.Total)
-	if st.State == queue.Waiting {
-		st.Position = queue.ScaleToQueue(st.Position, st.Total, total)
-	}
-	if st.Total > 0 && total > st.Total {
-		st.MeasuredRate *= float64(total) / float64(st.Total)
-	}
-	st.Total = total
-	return st, nil
+	return st.InQueue(st.Total, queueLength(waiting, line, st.Total)), nil
 }
 
 func abs(n int64) int64 {
