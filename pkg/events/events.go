@@ -9,6 +9,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -83,6 +84,17 @@ func RoutingKey(m proto.Message) (string, error) {
 		return "", fmt.Errorf("%w: %q", ErrUnknownType, TypeName(m))
 	}
 	return e.routingKey, nil
+}
+
+// RoutingKeys returns the routing key of every event type, sorted: exactly
+// the channels of proto/asyncapi.yaml, and every key a consumer can bind.
+func RoutingKeys() []string {
+	keys := make([]string, 0, len(registry))
+	for _, e := range registry {
+		keys = append(keys, e.routingKey)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // Decode unmarshals the body of a delivery whose AMQP type property is
