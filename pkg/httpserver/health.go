@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Check reports whether one dependency answers.
@@ -92,4 +94,34 @@ func (h *Health) run(ctx context.Context) map[string]string {
 	}
 	h.checked, h.last = time.Now(), failed
 	return failed
+}
+
+// Collector is waitingroom_dependency_up{service,dependency}: per readiness
+// check, 1 while it passes and 0 while it fails, the check's name as the
+// dependency (redis, rabbitmq, postgres, ...). A scrape runs the checks
+// through the same one-second cache as /readyz, so the value is fresh
+// whether or not anything probes the service, and a scrape storm is no
+// dependency storm.
+func (h *Health) Collector(service string) prometheus.Collector {
+	return &dependencyUp{h: h, desc: prometheus.NewDesc("waitingroom_dependency_up",
+		"1 while the readiness check of the dependency passes, 0 while it fails (checked at scrape time, cached for a second).",
+		[]string{"dependency"}, prometheus.Labels{"service": service})}
+}
+
+type dependencyUp struct {
+	h    *Health
+	desc *prometheus.Desc
+}
+
+func (d *dependencyUp) Describe(ch chan<- *prometheus.Desc) { ch <- d.desc }
+
+func (d *dependencyUp) Collect(ch chan<- prometheus.Metric) {
+	failed := d.h.run(context.Background())
+	for name := range d.h.checks {
+		up := 1.0
+		if _, bad := failed[name]; bad {
+			up = 0
+		}
+		ch <- prometheus.MustNewConstMetric(d.desc, prometheus.GaugeValue, up, name)
+	}
 }

@@ -140,6 +140,8 @@ func (b *Builder) Check(name string, c httpserver.Check) {
 func (b *Builder) Health() *httpserver.Health {
 	if b.health == nil {
 		b.health = httpserver.NewHealth(b.checks)
+		// waitingroom_dependency_up{service,dependency}, one per check.
+		b.Registry.MustRegister(b.health.Collector(b.name))
 	}
 	return b.health
 }
