@@ -58,10 +58,7 @@ func newBroker(t *testing.T) *broker {
 	if err := br.pub.Confirm(false); err != nil {
 		t.Fatal(err)
 	}
-	// Declared as the consumer and the waiting room declare it.
-	if err := br.pub.ExchangeDeclare(br.exchange, "topic", true, false, false, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	br.declareExchange(t)
 	t.Cleanup(func() {
 		if ch, err := br.conn.Channel(); err == nil {
 			_, _ = ch.QueueDelete(br.queue, false, false, false)
@@ -71,6 +68,17 @@ func newBroker(t *testing.T) *broker {
 		_ = br.conn.Close()
 	})
 	return br
+}
+
+// declareExchange declares the test's exchange as pkg/broker declares
+// waitingroom.events: durable topic, with an alternate exchange (here one
+// that does not exist: what nobody binds is dropped).
+func (br *broker) declareExchange(t *testing.T) {
+	t.Helper()
+	args := amqp.Table{"alternate-exchange": br.exchange + ".unrouted"}
+	if err := br.pub.ExchangeDeclare(br.exchange, "topic", true, false, false, false, args); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // event is m as the waiting room publishes it: its properties and the

@@ -160,10 +160,12 @@ func (c *Consumer) session(ctx context.Context) (subscribed bool, err error) {
 // subscribe declares the topology (all idempotent, so every reconnection
 // does it again) and starts consuming with manual acks.
 func (c *Consumer) subscribe(ch *amqp.Channel) (<-chan amqp.Delivery, error) {
-	// The waiting room declares the exchange too, the same way; declaring it
-	// here lets the consumer start first.
-	if err := ch.ExchangeDeclare(c.cfg.Exchange, "topic", true, false, false, false, nil); err != nil {
-		return nil, fmt.Errorf("declare exchange %s: %w", c.cfg.Exchange, err)
+	// The exchange is the waiting room's (it declares it with arguments of
+	// its own, an alternate exchange, which a declaration here would have
+	// to repeat exactly): only check that it is there. Until it is, Run
+	// retries.
+	if err := ch.ExchangeDeclarePassive(c.cfg.Exchange, "topic", true, false, false, false, nil); err != nil {
+		return nil, fmt.Errorf("exchange %s (is the waiting room deployed?): %w", c.cfg.Exchange, err)
 	}
 	// Poison messages go to <queue>.dead for a person to look at.
 	dead := c.cfg.Queue + ".dead"

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,5 +198,37 @@ func TestConsumerReconnects(t *testing.T) {
 	}
 	if m, cons, ok := br.inspect(t, br.queue); !ok || m != 0 || cons != 0 {
 		t.Errorf("queue after the stop: %d messages, %d consumers (exists %v), want empty and unconsumed", m, cons, ok)
+	}
+}
+
+// TestConsumerWaitsForTheExchange starts the consumer before the waiting
+// room has declared its exchange: it retries, and consumes once the
+// exchange is there.
+func TestConsumerWaitsForTheExchange(t *testing.T) {
+	br := newBroker(t)
+	if err := br.pub.ExchangeDelete(br.exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	rec := newCalls()
+	c := newTestConsumer(t, br, rec.handle, "order.created")
+	var dials atomic.Int64
+	c.dial = func(network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return amqp.DefaultDial(5*time.Second)(network, addr)
+	}
+	stop := start(t, c)
+	waitFor(t, "a second attempt", func() bool { return dials.Load() >= 2 })
+	if _, cons, ok := br.inspect(t, br.queue); ok || cons != 0 {
+		t.Fatalf("queue exists (%v, %d consumers) before the exchange does: the consumer declared more than it checked", ok, cons)
+	}
+	br.declareExchange(t)
+	br.waitConsumers(t, br.queue, 1)
+	br.publish(t, "order.created", event(t, &v1.OrderCreated{EventId: "o1.created", OccurredAt: ts(), QueueId: "sale", UserId: "u1", OrderId: "o1", Quantity: 1}))
+	waitFor(t, "o1 handled", func() bool { return c.Stats.Handled.Load() == 1 })
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got, want := rec.snapshot(), map[string]int{"o1.created": 1}; !maps.Equal(got, want) {
+		t.Errorf("handler calls %v, want %v", got, want)
 	}
 }
