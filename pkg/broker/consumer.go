@@ -123,12 +123,14 @@ func bind(ch *amqp.Channel, queue, exchange string, keys []string) error {
 
 // call runs the handler; a panic becomes Retry instead of killing the process.
 func (c *Conn) call(ctx context.Context, h func(context.Context, Delivery) Result, d amqp.Delivery, log *slog.Logger) (r Result) {
+	ctx, span := c.startProcess(ctx, d)
 	defer func() {
 		if p := recover(); p != nil {
-			log.Error("broker: handler panicked, message will be retried", "panic", p,
+			log.ErrorContext(ctx, "broker: handler panicked, message will be retried", "panic", p,
 				"message_id", d.MessageId, "stack", string(debug.Stack()))
 			r = Retry
 		}
+		endProcess(span, r)
 	}()
 	return h(ctx, toDelivery(d))
 }

@@ -1,11 +1,13 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -34,17 +36,24 @@ type Event struct {
 	// Message is the body, protobuf-marshalled; its full name is the type
 	// property and cloudEvents:type.
 	Message proto.Message
+	// TraceParent and TraceState are the W3C trace context the event
+	// belongs to, when it was written down before it is published (an
+	// outbox row, a Redis outbox entry): its publish span continues that
+	// trace. Empty: the trace of Publish's ctx.
+	TraceParent, TraceState string
 }
 
 // outgoing is an Event ready for the wire.
 type outgoing struct {
-	key string
-	msg amqp.Publishing
+	key  string
+	msg  amqp.Publishing
+	span trace.Span // the producer span, ended with the event's outcome
+	n    int        // its index in the Publish call
 }
 
 // encode validates and marshals an event. It runs before anything is sent, so
 // a bad event fails the whole call without publishing a part of it.
-func (c *Conn) encode(e Event) (outgoing, error) {
+func (c *Conn) encode(ctx context.Context, e Event) (outgoing, error) {
 	if e.ID == "" {
 		return outgoing{}, errors.New("broker: event without ID")
 	}
@@ -60,7 +69,15 @@ func (c *Conn) encode(e Event) (outgoing, error) {
 		t = time.Now()
 	}
 	typ := string(proto.MessageName(e.Message))
-	return outgoing{key: e.RoutingKey, msg: amqp.Publishing{
+	headers := amqp.Table{
+		"cloudEvents:id":          e.ID,
+		"cloudEvents:source":      c.o.Source,
+		"cloudEvents:type":        typ,
+		"cloudEvents:specversion": "1.0",
+		"cloudEvents:time":        t.UTC().Format(time.RFC3339Nano),
+	}
+	span := c.startPublish(ctx, e, headers)
+	return outgoing{key: e.RoutingKey, span: span, msg: amqp.Publishing{
 		ContentType:  contentType,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    e.ID,
@@ -69,12 +86,6 @@ func (c *Conn) encode(e Event) (outgoing, error) {
 		Body:         body,
 		// CloudEvents AMQP protocol binding, binary mode: any consumer can
 		// route and decode without our code.
-		Headers: amqp.Table{
-			"cloudEvents:id":          e.ID,
-			"cloudEvents:source":      c.o.Source,
-			"cloudEvents:type":        typ,
-			"cloudEvents:specversion": "1.0",
-			"cloudEvents:time":        t.UTC().Format(time.RFC3339Nano),
-		},
+		Headers: headers,
 	}}, nil
 }

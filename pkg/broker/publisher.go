@@ -30,17 +30,31 @@ func (c *Conn) Publisher() *Publisher { return &Publisher{c: c} }
 // (duplicates are possible, loss is not) until ctx ends: then ctx's error.
 // Events of one call are pipelined: all are sent, then all confirms awaited.
 // After Close it returns ErrClosed.
-func (p *Publisher) Publish(ctx context.Context, events ...Event) error {
+func (p *Publisher) Publish(ctx context.Context, events ...Event) (err error) {
 	todo := make([]outgoing, 0, len(events))
-	for _, e := range events {
-		m, err := p.c.encode(e)
+	// Every event's producer span ends with the call: with its own refusal,
+	// or with the call's error when it was never confirmed.
+	settled := make([]bool, len(events))
+	refusals := make([]error, len(events))
+	defer func() {
+		for _, m := range todo {
+			outcome := refusals[m.n]
+			if !settled[m.n] {
+				outcome = err
+			}
+			endPublish(m.span, outcome)
+		}
+	}()
+	for i, e := range events {
+		m, err := p.c.encode(ctx, e)
 		if err != nil {
 			return err
 		}
+		m.n = i
 		todo = append(todo, m)
 	}
 	var errs []error
-	for attempt := 0; len(todo) > 0; attempt++ {
+	for attempt, left := 0, todo; len(left) > 0; attempt++ {
 		if attempt > 0 {
 			// Usually the wait is for the reconnect in session(); this pause
 			// only keeps a channel that dies at once from spinning.
@@ -52,7 +66,7 @@ func (p *Publisher) Publish(ctx context.Context, events ...Event) error {
 		if err != nil {
 			return err
 		}
-		b := s.publishAll(todo)
+		b := s.publishAll(left)
 		select {
 		case <-b.done:
 		case <-ctx.Done():
@@ -60,20 +74,26 @@ func (p *Publisher) Publish(ctx context.Context, events ...Event) error {
 		}
 		var again []outgoing
 		for i, o := range b.outcomes {
-			m := todo[i]
+			m := left[i]
+			var refused error
 			switch o {
 			case lost:
 				again = append(again, m)
+				continue
 			case returned:
-				errs = append(errs, fmt.Errorf("event %s (routing key %q): %w", m.msg.MessageId, m.key, ErrUnroutable))
+				refused = fmt.Errorf("event %s (routing key %q): %w", m.msg.MessageId, m.key, ErrUnroutable)
 			case nacked:
-				errs = append(errs, fmt.Errorf("event %s (routing key %q): %w", m.msg.MessageId, m.key, ErrNacked))
+				refused = fmt.Errorf("event %s (routing key %q): %w", m.msg.MessageId, m.key, ErrNacked)
+			}
+			settled[m.n], refusals[m.n] = true, refused
+			if refused != nil {
+				errs = append(errs, refused)
 			}
 		}
 		if len(again) > 0 {
 			p.c.o.Log.Warn("broker: publishing unconfirmed events again", "events", len(again), "attempt", attempt+1)
 		}
-		todo = again
+		left = again
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,8 +11,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 // MaxBodyBytes is the largest request body any endpoint accepts.
@@ -59,6 +63,12 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 
 	// Metrics outermost: a request whose handler panicked is counted too,
 	// with the 500 recovery answered.
+	//
+	// With tracing on, a server span a request (the gin instrumentation)
+	// comes first, so the metrics see its trace as their exemplar.
+	if telemetry.Enabled() {
+		e.Use(otelgin.Middleware(o.Service, otelgin.WithFilter(traced)))
+	}
 	e.Use(metrics(o.Service, duration), recovery(o.Log), CORS(origins), limitBody(MaxBodyBytes))
 	e.NoRoute(func(c *gin.Context) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusNotFound, problem.TypeNotFound, "no such resource"))
@@ -109,8 +119,27 @@ func metrics(service string, h *prometheus.HistogramVec) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		h.WithLabelValues(service, route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Observe(time.Since(start).Seconds())
+		observe(c.Request.Context(), h.WithLabelValues(service, route, c.Request.Method, strconv.Itoa(c.Writer.Status())),
+			time.Since(start))
 	}
+}
+
+// observe records d, with the request's trace as the exemplar when it is
+// sampled: a slow bucket in a panel leads to a trace of a slow request.
+func observe(ctx context.Context, o prometheus.Observer, d time.Duration) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if e, ok := o.(prometheus.ExemplarObserver); ok {
+			e.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": sc.TraceID().String()})
+			return
+		}
+	}
+	o.Observe(d.Seconds())
+}
+
+// traced leaves the probes out of the traces: a span every second from
+// every kubelet and load balancer buries the requests worth reading.
+func traced(r *http.Request) bool {
+	return r.URL.Path != "/healthz" && r.URL.Path != "/readyz"
 }
 
 // limitBody refuses a declared oversized body at once with 413 and caps the

@@ -47,6 +47,10 @@ func NewOps(addr string, o OpsOptions) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{
 		Registry:            o.Registry,
 		MaxRequestsInFlight: maxScrapesInFlight,
+		// Exemplars (a trace id next to a histogram bucket) exist only in
+		// the OpenMetrics format, which Prometheus asks for when its
+		// exemplar storage is on; others get the text format as before.
+		EnableOpenMetrics: true,
 	}))
 	mux.HandleFunc("GET /healthz", o.Health.Healthz)
 	mux.HandleFunc("GET /readyz", o.Health.Readyz)

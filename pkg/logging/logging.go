@@ -9,14 +9,15 @@ import (
 )
 
 // New returns a JSON logger writing to w at the named level
-// (debug, info, warn, error), tagged with the service name.
+// (debug, info, warn, error), tagged with the service name. A record
+// logged with a context inside a span carries trace_id and span_id.
 func New(w io.Writer, service, level string) (*slog.Logger, error) {
 	lvl, err := ParseLevel(level)
 	if err != nil {
 		return nil, err
 	}
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})
-	return slog.New(h).With("service", service), nil
+	return slog.New(traceHandler{h}).With("service", service), nil
 }
 
 // ParseLevel maps a LOG_LEVEL value to a slog.Level.

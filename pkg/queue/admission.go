@@ -104,6 +104,9 @@ type IssueRequest struct {
 	// Share is the line's part of the queue's rate, for a line of a queue
 	// split into lines (LineShares); 0 is all of it.
 	Share float64
+	// TraceParent and TraceState are the tick's W3C trace context ('' for
+	// none): the events it writes carry them (Event.TraceParent).
+	TraceParent, TraceState string
 }
 
 // Why a tick admitted nobody although the queue is open.
@@ -140,6 +143,14 @@ type IssueResult struct {
 	// copy, for a line of a queue split into lines (a copy behind the
 	// queue's is written again by the leader).
 	ConfigVersion int64
+	// Interval is the time since the queue's last tick that admitted or
+	// was paused, whichever leader ran it (0 for its first): how late the
+	// head of the line was let through. A tick held, or missed while no
+	// leader ran, makes the next interval long.
+	Interval time.Duration
+	// Traces are the traceparents kept for the people admitted (their
+	// enter was sampled): the tick links its span to them.
+	Traces []string
 }
 
 // RestoreOutcome is what a restore did.

@@ -46,6 +46,12 @@ type Event struct {
 	// FirstSeq..LastSeq (TokenIssued.sequence in that range came from the
 	// draw).
 	PreQueued, Placed, FirstSeq, LastSeq int64
+
+	// TraceParent and TraceState are the W3C trace context of what wrote
+	// the event (the restore that a failed order's OrderFailed set off, the
+	// admission tick), so its publish continues that trace however long
+	// the event waited in the outbox. Empty when it was written untraced.
+	TraceParent, TraceState string
 }
 
 // OutboxRead asks for one queue's outbox events.

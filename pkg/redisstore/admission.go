@@ -56,7 +56,7 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 }
 
 func issueArgs(q string, line int, r queue.IssueRequest) []any {
-	args := make([]any, 0, 9+2*len(r.Grants))
+	args := make([]any, 0, 11+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
@@ -65,7 +65,7 @@ func issueArgs(q string, line int, r queue.IssueRequest) []any {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
 	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, requestID(),
-		r.OutboxBound, rate, r.RateReason, share)
+		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState)
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
@@ -87,6 +87,14 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 		r.MinRate, r.MaxRate = float(res[7]), float(res[8])
 		r.TargetLatency = time.Duration(intOf(res, 9)) * time.Millisecond
 		r.ConfigVersion = intOf(res, 10)
+	}
+	if len(res) >= 13 {
+		r.Interval = time.Duration(intOf(res, 11)) * time.Millisecond
+		if tps, ok := res[12].([]any); ok {
+			for _, tp := range tps {
+				r.Traces = append(r.Traces, str(tp))
+			}
+		}
 	}
 	switch str(res[0]) {
 	case "STALE":

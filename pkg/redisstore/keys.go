@@ -75,6 +75,12 @@ func (k Keys) Left() string { return k.prefix + "left" }
 // replicas' frontier caches.
 func (k Keys) LeftBins() string { return k.prefix + "leftbins" }
 
+// Traces keeps, for people whose enter was traced and sampled, the W3C
+// traceparent of that enter (hash, field = user id), until their admission
+// tick links its span to it (issue.lua) or they leave. Untraced enters
+// write nothing here.
+func (k Keys) Traces() string { return k.prefix + "traces" }
+
 // Consumed keeps what a restore needs to put one user's consumed token back
 // (string: tokenId|secret|activateAt|expiresAt|orderId|seq), with an expiry:
 // a user has at most one order in flight per queue.
@@ -112,7 +118,8 @@ func (k Keys) Outbox() string { return k.prefix + "outbox" }
 // each list hashes to one cluster slot.
 
 func (k Keys) enterKeys(user, challengeID string) []string {
-	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID), k.PreQueue(), k.Draw()}
+	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID), k.PreQueue(), k.Draw(),
+		k.Traces()}
 }
 
 func (k Keys) positionKeys(user string) []string {
@@ -128,7 +135,7 @@ func (k Keys) closeKeys() []string {
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue(), k.LeftBins()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue(), k.LeftBins(), k.Traces()}
 }
 
 func (k Keys) frontierKeys() []string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 // Consume takes user's entry token for queue q if secret matches it and it is
@@ -71,7 +72,8 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 	if restorable {
 		r = "1"
 	}
-	res, err := restoreScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q).Slice()
+	tp, ts := telemetry.Context(ctx)
+	res, err := restoreScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q, tp, ts).Slice()
 	if err != nil {
 		return "", fmt.Errorf("restore %s: %w", q, classify(err))
 	}

@@ -188,6 +188,7 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			RemainingTTL: time.Duration(num("rem")) * time.Millisecond,
 			StartsAt:     ms("starts"), SeedSHA256: v("sha"), Seed: v("seed"),
 			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
+			TraceParent: v("tp"), TraceState: v("ts"),
 		})
 	}
 	return out

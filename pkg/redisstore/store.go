@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 // Store runs the queue operations against Redis.
@@ -58,7 +59,8 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 	}
 	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
 		k := KeysFor(queue.LineID(q, line))
-		return enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards).Slice()
+		return enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards,
+			telemetry.Sampled(ctx)).Slice()
 	})
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))

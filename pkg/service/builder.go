@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
@@ -15,6 +16,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
 
@@ -83,6 +85,14 @@ func (b *Builder) Redis(ctx context.Context, cfg config.Redis, scripts ...*redis
 		return nil, nil, err
 	}
 	b.Group.Defer("redis", rdb.Close)
+	if telemetry.Enabled() {
+		// A span a command and a pipeline, named by the command (evalsha
+		// for a script), with the calling function as code.function. No
+		// db.statement: script arguments carry token secrets.
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false)); err != nil {
+			return nil, nil, err
+		}
+	}
 	b.Check("redis", store.Ping)
 	return rdb, store, nil
 }

@@ -3,6 +3,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/logging"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 // Main builds the service called name with newService (see Run) and runs
@@ -47,7 +49,8 @@ type Runner interface {
 }
 
 // Run loads C from the environment, builds the service's JSON logger (and
-// routes go-redis's own log lines to it), starts the profiling server when
+// routes go-redis's own log lines to it), sets tracing up from the OTEL_*
+// environment (telemetry.Setup; spans are flushed on the way out), starts the profiling server when
 // PPROF_ADDR is set, then builds the service with newService and runs it.
 // (PPROF_ENABLED, the other way to profile, mounts pprof on the ops
 // listener, which the service builds.)
@@ -61,6 +64,23 @@ func Run[C any, P Configured[C], R Runner](ctx context.Context, name string, new
 		return err
 	}
 	redisstore.SetLogger(log)
+	shutdown, err := telemetry.Setup(ctx, name, "")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flush the spans still buffered, within a bound of its own: ctx
+		// has ended by now.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
+	if telemetry.Enabled() {
+		log.Info("tracing on", "exporter", cmp.Or(os.Getenv("OTEL_TRACES_EXPORTER"), "otlp"),
+			"sampler", cmp.Or(os.Getenv("OTEL_TRACES_SAMPLER"), "parentbased_always_on"))
+	}
 	if addr := P(&cfg).PprofAddress(); addr != "" {
 		stop, err := servePprof(addr, log)
 		if err != nil {

@@ -19,14 +19,16 @@
 --
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
---       9 draw
+--       9 draw, 10 traces
 -- A queue split into sub-lines runs this on the user's line (its keys,
 -- its config copy): the caller names the line count it routed by (ARGV 5),
 -- and a wrong one is answered {'RESHARD', count} (see line_check); the cap
 -- is this line's share of the queue's.
 --
 -- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms),
---       5 the line count the caller routed by ('' for no check)
+--       5 the line count the caller routed by ('' for no check),
+--       6 the traceparent of a sampled enter ('' for none): kept in traces
+--       for a new place or pre-queue place, for the admission to link to
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
   'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs')
 if not cfg[1] then
@@ -88,9 +90,19 @@ if cfg[5] == 'PROOF_OF_WORK' then
   end
 end
 
+-- A sampled enter's trace, kept for the admission's link. Written before
+-- the place: should the key be elsewhere (a slot migrating), the script
+-- fails before it gave a place.
+local function keep_trace()
+  if ARGV[6] and ARGV[6] ~= '' then
+    redis.call('HSET', KEYS[10], ARGV[1], ARGV[6])
+  end
+end
+
 if drawing == 'SCHEDULED' then
   -- Before the start: when one came does not matter, the draw decides.
   -- The score is the time of entry, for the record only.
+  keep_trace()
   redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
   measured[5] = prequeued + 1
   return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
@@ -99,6 +111,7 @@ end
 -- The score is a sequence number, not a clock: two gateways with skewed
 -- clocks cannot reorder the line. A new score is the largest, so the new
 -- member's rank is the old size.
+keep_trace()
 local seq = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 return reply('WAITING', cfg[1], cfg[2], measured, total + 1, total + 1, nil, seq, cfg[9])

@@ -37,15 +37,25 @@
 -- ARGV: 1 epoch, 2 key prefix "wr:{q}:", 3 tick ms, 4 queue id, 5 tick id,
 --       6 outbox bound (0: none), 7 proposed rate ('' for none), 8 its reason,
 --       9 the line's share of the rate ('' for all of it),
---       10.. (secret, token id) pairs made by the caller, one per possible admission
+--       10 traceparent and 11 tracestate of the tick ('' for none), which
+--       the events it writes carry,
+--       12.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
--- min rate, max rate, target latency ms, config version}, outcome OK |
--- PAUSED | HELD; or
+-- min rate, max rate, target latency ms, config version, interval ms,
+-- traceparents}, outcome OK | PAUSED | HELD; or
+--
+-- Interval is the time since the last tick that admitted or was paused
+-- (any leader's; 0 for the first): a tick held (outbox backlog, a draw)
+-- or missed (no leader) makes the next one's interval long. It is the
+-- admission-punctuality figure. Traceparents are those kept for the people
+-- admitted (enter.lua keeps one for a sampled enter), for the tick span to
+-- link to.
+--
 -- {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate')
+  'effectiveRate', 'punctualMs')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -62,6 +72,7 @@ end
 local prefix, tick_ms, q, tick_id = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local bound = tonumber(ARGV[6])
 local now = now_ms()
+local interval = d[8] and math.max(0, now - tonumber(d[8])) or 0
 
 -- The rate this tick admits at.
 local rate = tonumber(cfg[2])
@@ -87,6 +98,8 @@ local function done(r, fields)
   r[5] = r[5] or ''
   r[6], r[7], r[8], r[9], r[10] = tostring(rate), cfg[7] or 'FIXED', cfg[8] or '0', cfg[9] or '0', cfg[10] or '0'
   r[11] = cfg[12] or '0'
+  r[12] = interval
+  r[13] = r[13] or {}
   if adaptive then
     fields[#fields + 1], fields[#fields + 2] = 'effectiveRate', rate
     if reason then
@@ -106,7 +119,7 @@ end
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
-    prefix .. 'draw', prefix .. 'leftbins')
+    prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -190,7 +203,7 @@ end
 local waiting = redis.call('ZCARD', KEYS[2])
 local heads = {}
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 9) / 2)
+  local grants = math.floor((#ARGV - 11) / 2)
   local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
@@ -231,7 +244,7 @@ if cfg[1] ~= 'OPEN' then
   -- Nothing accrues while not OPEN: a queue that reopens resumes at its
   -- rate, and its measured rate starts again from the configured one.
   redis.call('HDEL', KEYS[4], 'measuredRate')
-  return done({'PAUSED', 0, expired, waiting}, {'credit', 0, 'lastTickMs', now, 'heldReason', ''})
+  return done({'PAUSED', 0, expired, waiting}, {'credit', 0, 'lastTickMs', now, 'heldReason', '', 'punctualMs', now})
 end
 
 -- 3. Admit the head of the line, in the order people came.
@@ -264,7 +277,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[8 + 2 * i], ARGV[9 + 2 * i]
+  local secret, tid = ARGV[10 + 2 * i], ARGV[11 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -275,12 +288,28 @@ for i = 1, issued do
   redis.call('PEXPIREAT', tkey, expires)
   redis.call('SET', prefix .. 'status:' .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
   redis.call('ZADD', KEYS[3], expires, user)
-  emit(KEYS[5], {'type', 'TokenIssued', 'eid', tid .. '.issued', 'q', q, 'user', user, 'tid', tid,
-    'seq', seq, 'act', activate, 'exp', expires, 'at', now})
+  emit(KEYS[5], traced({'type', 'TokenIssued', 'eid', tid .. '.issued', 'q', q, 'user', user, 'tid', tid,
+    'seq', seq, 'act', activate, 'exp', expires, 'at', now}, ARGV[10], ARGV[11]))
+end
+-- The traces of the admitted people's enters, kept only for sampled
+-- enters: handed to the tick span as links, then dropped.
+local links = {}
+if issued > 0 and redis.call('EXISTS', prefix .. 'traces') == 1 then
+  local users = {}
+  for i = 1, issued do
+    users[i] = heads[2 * i - 1]
+  end
+  for _, tp in ipairs(redis.call('HMGET', prefix .. 'traces', unpack(users))) do
+    if tp then
+      links[#links + 1] = tp
+    end
+  end
+  redis.call('HDEL', prefix .. 'traces', unpack(users))
 end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
-local fields = {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', ''}
+local fields = {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', '',
+  'punctualMs', now}
 if issued > 0 then
   -- The admission frontier moved: recorded, and told to the replicas'
   -- frontier caches ("<queue> <last seq> <leavers above it in its fine bin>
@@ -293,4 +322,4 @@ if issued > 0 then
   local line_id = string.match(prefix, '{(.-)}')
   redis.call('PUBLISH', FRONTIER_CHANNEL, line_id .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
 end
-return done({'OK', issued, expired, waiting - issued}, fields)
+return done({'OK', issued, expired, waiting - issued, '', 0, 0, 0, 0, 0, 0, 0, links}, fields)

@@ -144,6 +144,18 @@ local function emit(outbox, fields)
   redis.call('XADD', outbox, '*', unpack(fields))
 end
 
+-- The W3C trace context an event is written with ('' for none): its
+-- publish continues that trace (fields tp and ts of the outbox entry).
+local function traced(fields, traceparent, tracestate)
+  if traceparent and traceparent ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'tp', traceparent
+    if tracestate and tracestate ~= '' then
+      fields[#fields + 1], fields[#fields + 2] = 'ts', tracestate
+    end
+  end
+  return fields
+end
+
 -- Splits "a|b|c" into {'a', 'b', 'c'}.
 local function fields(s)
   local f = {}

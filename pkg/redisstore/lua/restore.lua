@@ -9,7 +9,10 @@
 -- and used again, changes nothing and answers DUPLICATE.
 --
 -- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 outbox
--- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id
+-- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id,
+--       6 traceparent and 7 tracestate of the restore ('' for none): the
+--       event it writes carries them, so its publish joins the failed
+--       order's trace
 local user, tid, oid = ARGV[1], ARGV[2], ARGV[3]
 -- consumed: tokenId|secret|activateAt|expiresAt|orderId|seq
 local c = redis.call('GET', KEYS[5])
@@ -32,14 +35,14 @@ local secret, activate, expires = f[2], tonumber(f[3]), tonumber(f[4])
 if expires <= now then
   redis.call('SET', KEYS[2], 'EXPIRED:' .. tid, 'KEEPTTL')
   redis.call('ZREM', KEYS[3], user)
-  emit(KEYS[6], {'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', ARGV[5], 'user', user,
-    'tid', tid, 'reason', 'RESTORE_TOO_LATE', 'at', now})
+  emit(KEYS[6], traced({'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', ARGV[5], 'user', user,
+    'tid', tid, 'reason', 'RESTORE_TOO_LATE', 'at', now}, ARGV[6], ARGV[7]))
   return {'EXPIRED'}
 end
 redis.call('HSET', KEYS[1], 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', f[6] or '0')
 redis.call('PEXPIREAT', KEYS[1], expires)
 redis.call('SET', KEYS[2], 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
 redis.call('ZADD', KEYS[3], expires, user)
-emit(KEYS[6], {'type', 'TokenRestored', 'eid', tid .. '.restored.' .. oid, 'q', ARGV[5], 'user', user,
-  'tid', tid, 'oid', oid, 'exp', expires, 'rem', expires - now, 'at', now})
+emit(KEYS[6], traced({'type', 'TokenRestored', 'eid', tid .. '.restored.' .. oid, 'q', ARGV[5], 'user', user,
+  'tid', tid, 'oid', oid, 'exp', expires, 'rem', expires - now, 'at', now}, ARGV[6], ARGV[7]))
 return {'RESTORED', expires - now}

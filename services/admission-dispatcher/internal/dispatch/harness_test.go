@@ -167,6 +167,8 @@ type cluster struct {
 	pub      *recorder
 	opts     dispatch.Options
 	replicas []*replica
+	// metrics, when set, is every replica's (nil: none).
+	metrics dispatch.Metrics
 }
 
 func newCluster(t *testing.T, opts dispatch.Options) *cluster {
@@ -185,7 +187,7 @@ func (c *cluster) start(n int) {
 		o.Owner = testenv.ID(c.t)
 		r := &replica{owner: o.Owner, store: &crashable{Store: c.store}, done: make(chan struct{})}
 		var err error
-		r.d, err = dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), nil, o)
+		r.d, err = dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), c.metrics, o)
 		if err != nil {
 			c.t.Fatal(err)
 		}

@@ -19,6 +19,9 @@ type Metrics interface {
 	Ticked(d time.Duration)
 	// Admitted counts one tick's tokens issued and slots expired (no-shows) in q.
 	Admitted(q string, issued, expired int)
+	// Punctual: a tick of q admitted with people waiting, interval after
+	// the queue's last tick that admitted (queue.IssueResult.Interval).
+	Punctual(q string, interval time.Duration)
 	// LineTicked: one line of q, a queue split into lines, admitted issued
 	// people this tick and has waiting left.
 	LineTicked(q string, line int, issued int, waiting int64)
@@ -53,6 +56,7 @@ func (nopMetrics) Leading(string)                     {}
 func (nopMetrics) SteppedDown(string)                 {}
 func (nopMetrics) Ticked(time.Duration)               {}
 func (nopMetrics) Admitted(string, int, int)          {}
+func (nopMetrics) Punctual(string, time.Duration)     {}
 func (nopMetrics) LineTicked(string, int, int, int64) {}
 func (nopMetrics) Held(string, string)                {}
 func (nopMetrics) Resumed(string, string)             {}

@@ -28,6 +28,7 @@ type tally struct {
 	backlog                               map[string]int64
 	ticks                                 []time.Duration
 	lineIssued                            map[string]int // "queue line" -> tokens
+	intervals                             map[string][]time.Duration
 }
 
 func newTally() *tally {
@@ -35,8 +36,21 @@ func newTally() *tally {
 		leading: map[string]int{}, steppedDown: map[string]int{}, stoppedRelaying: map[string]int{},
 		forgotten: map[string]int{}, issued: map[string]int{}, expired: map[string]int{}, published: map[string]int{},
 		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{}, decided: map[string]int{},
-		lineIssued: map[string]int{},
+		lineIssued: map[string]int{}, intervals: map[string][]time.Duration{},
 	}
+}
+
+func (m *tally) Punctual(q string, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.intervals[q] = append(m.intervals[q], d)
+}
+
+// intervalsOf copies q's admission intervals.
+func (m *tally) intervalsOf(q string) []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.intervals[q])
 }
 
 func (m *tally) Leading(q string) { m.inc(m.leading, q, 1) }

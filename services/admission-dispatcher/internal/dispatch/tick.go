@@ -6,8 +6,14 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
+
+var tracer = telemetry.Tracer("services/admission-dispatcher")
 
 // tick runs one admission tick of every queue led, in one round.
 func (l *leader) tick(ctx context.Context) {
@@ -56,9 +62,17 @@ func (l *leader) tick(ctx context.Context) {
 	if len(calls) == 0 {
 		return
 	}
+	ctx, span := tracer.Start(ctx, "admission tick", trace.WithAttributes(attribute.Int("waitingroom.calls", len(calls))))
+	defer span.End()
+	if tp, ts := telemetry.Context(ctx); tp != "" {
+		for i := range calls {
+			calls[i].TraceParent, calls[i].TraceState = tp, ts
+		}
+	}
 	start := time.Now()
 	replies := l.d.store.IssueAll(ctx, calls)
 	l.d.m.Ticked(time.Since(start))
+	linkAdmitted(span, replies)
 	wrote := false
 	for i, r := range replies {
 		ls := ticking[i]
@@ -81,6 +95,25 @@ func (l *leader) tick(ctx context.Context) {
 	if wrote {
 		l.d.relay.kick()
 	}
+}
+
+// linkAdmitted links the tick's span to the enter of every person it
+// admitted whose enter was traced, and counts them on it.
+func linkAdmitted(span trace.Span, replies []queue.IssueReply) {
+	if !span.IsRecording() {
+		return
+	}
+	issued := 0
+	for _, r := range replies {
+		issued += r.Issued
+		for _, tp := range r.Traces {
+			if link, ok := telemetry.Link(tp); ok {
+				link.Attributes = []attribute.KeyValue{attribute.String("waitingroom.link", "admitted")}
+				span.AddLink(link)
+			}
+		}
+	}
+	span.SetAttributes(attribute.Int("waitingroom.issued", issued))
 }
 
 // lineTicked handles the tick reply of one line of a queue split into
@@ -139,6 +172,9 @@ func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r
 		l.stepDown(ls, "queue closed and done with")
 		l.unregister(ctx, ls.q)
 		return false
+	}
+	if r.Interval > 0 && !r.Paused && r.Held == "" && r.Issued+int(r.Waiting) > 0 {
+		l.d.m.Punctual(ls.q, r.Interval)
 	}
 	ls.applied, ls.rate = start, r.Rate
 	ls.mode, ls.minRate, ls.maxRate, ls.target = r.Mode, r.MinRate, r.MaxRate, r.TargetLatency

@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	issued, expired, restored, published, drawn, decided *prometheus.CounterVec
 	tick, draw                                           prometheus.Histogram
+	interval                                             *prometheus.HistogramVec
 	leader, backlog, held, admitRate                     *prometheus.GaugeVec
 	// A queue split into lines: each line's admissions and length.
 	lineIssued  *prometheus.CounterVec
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Entry tokens issued, by line, in queues split into lines (shards > 1); the queue's total is tokens_issued_total."}, []string{"queue", "line"})
 	m.lineWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "line_waiting",
 		Help: "People waiting in each line of a queue split into lines, after the last tick, on the queues this replica leads."}, []string{"queue", "line"})
+	m.interval = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "admission_interval_seconds",
+		Help: "Time between two admitting ticks of a queue with people waiting, whichever leader ran them: the head of the line waits this long for its turn. Over 0.2 s (two ticks) is late: a held or missed tick, a leader change.",
+		Buckets: []float64{.05, .1, .15, .2, .25, .3, .5, 1, 2, 5, 10}}, []string{"queue"})
+	reg.MustRegister(m.interval)
 	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw, m.decided, m.admitRate,
 		m.lineIssued, m.lineWaiting)
 	return m
@@ -84,6 +89,10 @@ func (m *metrics) Ticked(d time.Duration) { m.tick.Observe(d.Seconds()) }
 func (m *metrics) Admitted(q string, issued, expired int) {
 	m.issued.WithLabelValues(q).Add(float64(issued))
 	m.expired.WithLabelValues(q).Add(float64(expired))
+}
+
+func (m *metrics) Punctual(q string, interval time.Duration) {
+	m.interval.WithLabelValues(q).Observe(interval.Seconds())
 }
 
 func (m *metrics) LineTicked(q string, line int, issued int, waiting int64) {
@@ -122,4 +131,5 @@ func (m *metrics) Forget(q string) {
 	for _, v := range []*prometheus.GaugeVec{m.leader, m.backlog, m.held, m.admitRate, m.lineWaiting} {
 		v.DeletePartialMatch(prometheus.Labels{"queue": q})
 	}
+	m.interval.DeletePartialMatch(prometheus.Labels{"queue": q})
 }

@@ -24,7 +24,8 @@ func (p eventPublisher) Publish(ctx context.Context, batch []queue.Event) error 
 			// come from our scripts, so this is a bug worth stopping for.
 			return fmt.Errorf("outbox entry %s: %w", e.StreamID, err)
 		}
-		out = append(out, broker.Event{ID: e.ID, RoutingKey: key, Time: e.OccurredAt, Message: msg})
+		out = append(out, broker.Event{ID: e.ID, RoutingKey: key, Time: e.OccurredAt, Message: msg,
+			TraceParent: e.TraceParent, TraceState: e.TraceState})
 	}
 	return p.pub.Publish(ctx, out...)
 }

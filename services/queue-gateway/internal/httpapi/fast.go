@@ -9,10 +9,15 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 )
 
@@ -36,11 +41,28 @@ type fastPolls struct {
 	duration *prometheus.HistogramVec
 	// ok is the series of its answers (200), looked up once.
 	ok prometheus.Observer
+	// traced: tracing is on, and a poll answered here gets the server span
+	// the engine's instrumentation gives the polls it answers.
+	traced bool
 }
 
 func newFastPolls(next http.Handler, svc *app.Service, ver *auth.Verifier, log *slog.Logger, duration *prometheus.HistogramVec) *fastPolls {
 	return &fastPolls{next: next, svc: svc, ver: ver, log: log, duration: duration,
-		ok: duration.WithLabelValues("queue-gateway", positionRoute, http.MethodGet, "200")}
+		ok: duration.WithLabelValues("queue-gateway", positionRoute, http.MethodGet, "200"), traced: telemetry.Enabled()}
+}
+
+var tracer = telemetry.Tracer("services/queue-gateway")
+
+// span starts the server span of a poll answered here, named and
+// attributed as otelgin names the engine's, a child of the caller's
+// traceparent if it sent one.
+func (f *fastPolls) span(r *http.Request) trace.Span {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	_, span := tracer.Start(ctx, positionRoute, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String("http.request.method", http.MethodGet), attribute.String("http.route", positionRoute),
+		attribute.String("url.path", r.URL.Path), attribute.Int("http.response.status_code", http.StatusOK),
+		attribute.Bool("waitingroom.fast_path", true)))
+	return span
 }
 
 // The answer's constant header values, shared (net/http only reads them).
@@ -97,6 +119,9 @@ func (f *fastPolls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		f.next.ServeHTTP(w, r)
 		return
+	}
+	if f.traced {
+		defer f.span(r).End()
 	}
 	buf := bodies.Get().(*[]byte)
 	body, retryAfter := standingBody(st, (*buf)[:0])

@@ -1,0 +1,120 @@
+// Package telemetry turns OpenTelemetry tracing on from the standard OTEL_*
+// environment and carries W3C trace context across the places where no
+// library instruments it: AMQP headers, the order-service's outbox rows and
+// the queues' Redis outbox streams, so a trace continues on the far side of
+// the broker even when the broker was down in between.
+//
+// Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER is set, and
+// OTEL_SDK_DISABLED is not "true". While it is off no instrumentation is
+// installed at all (Enabled decides), so the hot paths pay nothing; trace
+// context already in a message is still passed on.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Enabled reports whether the environment asks for traces: an OTLP endpoint
+// or an explicit OTEL_TRACES_EXPORTER other than "none", and the SDK not
+// disabled. Every instrumentation point asks it before installing itself.
+func Enabled() bool {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	if exp := strings.TrimSpace(os.Getenv("OTEL_TRACES_EXPORTER")); exp != "" {
+		return !strings.EqualFold(exp, "none")
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Setup installs the W3C trace-context propagator and, when Enabled, a
+// tracer provider exporting to what OTEL_TRACES_EXPORTER names (default
+// otlp; OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or grpc), sampling by
+// OTEL_TRACES_SAMPLER (default parentbased_always_on), with service.name
+// service unless OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES says
+// otherwise. shutdown flushes the spans still buffered; call it on the way
+// out.
+func Setup(ctx context.Context, service, version string) (shutdown func(context.Context) error, err error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	if !Enabled() {
+		return func(context.Context) error { return nil }, nil
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", service)}
+	if version != "" {
+		attrs = append(attrs, attribute.String("service.version", version))
+	}
+	// Later options win: the environment overrides the built-in name.
+	res, err := resource.New(ctx, resource.WithAttributes(attrs...), resource.WithTelemetrySDK(),
+		resource.WithHost(), resource.WithProcessPID(), resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	otel.SetTracerProvider(tp)
+	return tp.Shutdown, nil
+}
+
+// Tracer is the tracer of one of our packages, from the global provider
+// (a no-op one while tracing is off).
+func Tracer(pkg string) trace.Tracer {
+	return otel.Tracer("github.com/waitingroom/waitingroom/" + pkg)
+}
+
+// Context is what of ctx's span context travels with a message: its W3C
+// traceparent and tracestate, or "" for both when ctx carries none.
+func Context(ctx context.Context) (traceparent, tracestate string) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return "", ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"], c["tracestate"]
+}
+
+// Sampled is ctx's traceparent when its span is sampled, else "": what is
+// worth keeping next to a person in Redis so that their admission can link
+// to it.
+func Sampled(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
+		return ""
+	}
+	tp, _ := Context(ctx)
+	return tp
+}
+
+// Remote returns ctx carrying the span context in traceparent and
+// tracestate as its remote parent; ctx as it is when traceparent is empty
+// or malformed.
+func Remote(ctx context.Context, traceparent, tracestate string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
+}
+
+// Link is a span link to the span in traceparent; ok is false when it
+// names no valid span.
+func Link(traceparent string) (l trace.Link, ok bool) {
+	sc := trace.SpanContextFromContext(Remote(context.Background(), traceparent, ""))
+	if !sc.IsValid() {
+		return trace.Link{}, false
+	}
+	return trace.Link{SpanContext: sc}, true
+}
