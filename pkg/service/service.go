@@ -50,7 +50,7 @@ type Runner interface {
 
 // Run loads C from the environment, builds the service's JSON logger (and
 // routes go-redis's own log lines to it), sets tracing up from the OTEL_*
-// environment (telemetry.Setup; spans are flushed on the way out), starts the profiling server when
+// environment (setupTracing; spans are flushed on the way out), starts the profiling server when
 // PPROF_ADDR is set, then builds the service with newService and runs it.
 // (PPROF_ENABLED, the other way to profile, mounts pprof on the ops
 // listener, which the service builds.)
@@ -64,7 +64,7 @@ func Run[C any, P Configured[C], R Runner](ctx context.Context, name string, new
 		return err
 	}
 	redisstore.SetLogger(log)
-	shutdown, err := telemetry.Setup(ctx, name, "")
+	shutdown, err := setupTracing(ctx, name, "")
 	if err != nil {
 		return err
 	}

@@ -69,6 +69,9 @@ type OutboxEvent struct {
 	Type       string
 	Payload    []byte
 	OccurredAt time.Time
+	// TraceParent and TraceState are the W3C trace context the event was
+	// written in: its publish continues that trace. Empty when untraced.
+	TraceParent, TraceState string
 }
 
 // StoredAnswer is the answer the first request with an Idempotency-Key got,

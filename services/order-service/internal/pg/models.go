@@ -57,13 +57,15 @@ type outboxRow struct {
 	OccurredAt time.Time
 	CreatedAt  time.Time
 	SentAt     *time.Time
+	// The W3C trace context the event was written in ('' for none).
+	Traceparent, Tracestate string
 }
 
 func (outboxRow) TableName() string { return "outbox" }
 
 func (r outboxRow) event() order.OutboxEvent {
 	return order.OutboxEvent{EventID: r.EventID, RoutingKey: r.RoutingKey, Type: r.Type,
-		Payload: r.Payload, OccurredAt: r.OccurredAt.UTC()}
+		Payload: r.Payload, OccurredAt: r.OccurredAt.UTC(), TraceParent: r.Traceparent, TraceState: r.Tracestate}
 }
 
 type idempotencyRow struct {

@@ -5,12 +5,17 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
+// insertEvent writes e in the transaction, with the trace context of the
+// transaction's ctx (the request's).
 func insertEvent(tx *gorm.DB, e order.OutboxEvent) error {
-	return tx.Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at) VALUES (?, ?, ?, ?, ?)`,
-		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC()).Error
+	tp, ts := telemetry.Context(tx.Statement.Context)
+	return tx.Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at, traceparent, tracestate)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts).Error
 }
 
 // payload keeps an empty body non-NULL (the column is NOT NULL).
@@ -32,9 +37,10 @@ func (d *DB) AddEvent(ctx context.Context, ev order.Event) (bool, error) {
 	}
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
-	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
-		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC())
+	tp, ts := telemetry.Context(ctx)
+	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at, traceparent, tracestate)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts)
 	if res.Error != nil {
 		return false, wrap(ctx, "add event", res.Error)
 	}
@@ -58,7 +64,7 @@ func (d *DB) RelayBatch(ctx context.Context, limit int, publish func(context.Con
 	var publishErr error
 	err := d.conn(tctx).Transaction(func(tx *gorm.DB) error {
 		var rows []outboxRow
-		if err := tx.Raw(`SELECT id, event_id, routing_key, type, payload, occurred_at FROM outbox
+		if err := tx.Raw(`SELECT id, event_id, routing_key, type, payload, occurred_at, traceparent, tracestate FROM outbox
 			WHERE sent_at IS NULL ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, limit).Scan(&rows).Error; err != nil {
 			return err
 		}

@@ -22,6 +22,9 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+	"gorm.io/plugin/opentelemetry/tracing"
+
+	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 // Options tune the adapter. Zero values take the defaults.
@@ -99,6 +102,14 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("pg: open: %w", err)
+	}
+	if telemetry.Enabled() {
+		// A span a statement, without the values bound to it (user ids,
+		// idempotency keys) and without the plugin's own metrics.
+		if err := gdb.Use(tracing.NewPlugin(tracing.WithoutMetrics(), tracing.WithoutQueryVariables())); err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("pg: tracing: %w", err)
+		}
 	}
 	d := &DB{gdb: gdb, sql: sqlDB, opts: o}
 	if err := d.Ping(ctx); err != nil {

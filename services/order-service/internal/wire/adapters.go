@@ -21,7 +21,8 @@ func (p publisher) PublishEvents(ctx context.Context, evs []order.OutboxEvent) e
 		if err != nil {
 			return fmt.Errorf("outbox event %s: %w", e.EventID, err)
 		}
-		out = append(out, broker.Event{ID: e.EventID, RoutingKey: e.RoutingKey, Time: e.OccurredAt, Message: msg})
+		out = append(out, broker.Event{ID: e.EventID, RoutingKey: e.RoutingKey, Time: e.OccurredAt, Message: msg,
+			TraceParent: e.TraceParent, TraceState: e.TraceState})
 	}
 	return p.pub.Publish(ctx, out...)
 }
