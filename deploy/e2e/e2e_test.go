@@ -26,6 +26,8 @@ type system struct {
 	gateway, dispatcher, order *testenv.Service
 	ver                        *auth.Verifier
 	pgProxy                    *testenv.Proxy
+	// orderBroker, when asked for, is the order-service's way to RabbitMQ.
+	orderBroker *testenv.Proxy
 
 	events *testenv.Listener
 }
@@ -43,6 +45,12 @@ type systemOptions struct {
 	queues      []string
 	cutDatabase bool
 	orderEnv    map[string]string
+	// env is every service's extra environment; dispatcherEnv the
+	// dispatcher's on top of it.
+	env, dispatcherEnv map[string]string
+	// cutOrderBroker runs the order-service's AMQP connection through a
+	// proxy (s.orderBroker).
+	cutOrderBroker bool
 }
 
 func newSystemWith(t *testing.T, o systemOptions) *system {
@@ -58,14 +66,20 @@ func newSystemWith(t *testing.T, o systemOptions) *system {
 		s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
 		dbURL = testenv.PostgresURLVia(t, dbURL, s.pgProxy.Addr())
 	}
-	common := map[string]string{
+	common := merged(map[string]string{
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
 		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
+	}, o.env)
+	orderAMQP := amqpURL
+	if o.cutOrderBroker {
+		s.orderBroker = testenv.StartProxy(t, "127.0.0.1:5672")
+		orderAMQP = "amqp://guest:guest@" + s.orderBroker.Addr() + "/"
 	}
 	s.listen(amqpURL)
 	s.gateway = start(t, "queue-gateway", merged(common, map[string]string{"ENTER_RATE_LIMIT_PER_IP": "0"}))
-	s.order = start(t, "order-service", merged(common, map[string]string{"DATABASE_URL": dbURL}, o.orderEnv))
-	s.dispatcher = start(t, "admission-dispatcher", merged(common, map[string]string{"DISPATCH_QUEUES": strings.Join(o.queues, ",")}))
+	s.order = start(t, "order-service", merged(common, map[string]string{"DATABASE_URL": dbURL, "AMQP_URL": orderAMQP}, o.orderEnv))
+	s.dispatcher = start(t, "admission-dispatcher", merged(common, map[string]string{"DISPATCH_QUEUES": strings.Join(o.queues, ",")},
+		o.dispatcherEnv))
 	t.Cleanup(func() { s.cleanup(amqpURL) })
 	return s
 }
@@ -109,8 +123,9 @@ func (s *system) call(method, url, user, role, entryToken string, body any) (int
 // request sends one request as user (with role; none when user is empty),
 // with the entry token and JSON body when given, within timeout (0: none),
 // and decodes the JSON answer. A transport error is returned, not fatal, so
-// it can be called from many goroutines.
-func (s *system) request(method, url, user, role, entryToken string, body any, timeout time.Duration) (int, map[string]any, error) {
+// it can be called from many goroutines. header is extra header name,
+// value pairs.
+func (s *system) request(method, url, user, role, entryToken string, body any, timeout time.Duration, header ...string) (int, map[string]any, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -138,6 +153,9 @@ func (s *system) request(method, url, user, role, entryToken string, body any, t
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -58,7 +58,7 @@ var tracer = telemetry.Tracer("services/queue-gateway")
 // traceparent if it sent one.
 func (f *fastPolls) span(r *http.Request) trace.Span {
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-	_, span := tracer.Start(ctx, positionRoute, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+	_, span := tracer.Start(ctx, http.MethodGet+" "+positionRoute, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 		attribute.String("http.request.method", http.MethodGet), attribute.String("http.route", positionRoute),
 		attribute.String("url.path", r.URL.Path), attribute.Int("http.response.status_code", http.StatusOK),
 		attribute.Bool("waitingroom.fast_path", true)))

@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// newTraceparent is a sampled W3C traceparent of a fresh trace, and its
+// trace and span ids: the caller's span, which the request continues.
+func newTraceparent(t *testing.T) (tp, traceID, spanID string) {
+	t.Helper()
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	traceID, spanID = hex.EncodeToString(b[:16]), hex.EncodeToString(b[16:])
+	return "00-" + traceID + "-" + spanID + "-01", traceID, spanID
+}
+
+// TestOneTraceFollowsARestoredOrderAcrossTheBroker runs the three services
+// as processes with tracing on, exporting to a receiver in the test (the
+// gateway and order-service over OTLP/HTTP, the dispatcher over OTLP/gRPC).
+// An order for a product that does not exist fails restorably after its
+// token was consumed; the trace the caller started must then hold, under
+// one trace id and with each parent link exact:
+//
+//	order-service  POST /api/v1/orders [SERVER]        (parent: the caller)
+//	  order-service  evalsha (Consume) [CLIENT]
+//	  order-service  a Postgres statement [CLIENT]
+//	  ...
+//	    order-service  publish order.failed [PRODUCER]   (from the outbox row)
+//	      admission-dispatcher  process order.failed [CONSUMER]
+//	        admission-dispatcher  evalsha (Restore) [CLIENT]
+//	        admission-dispatcher  publish token.restored [PRODUCER]  (from the Redis outbox)
+//
+// The second time the order-service's connection to the broker is cut
+// before the order and restored 3 s later: OrderFailed waits in the outbox
+// meanwhile, and the trace still continues across it. The enter is traced
+// too: the admission tick that admitted the person links to its trace.
+func TestOneTraceFollowsARestoredOrderAcrossTheBroker(t *testing.T) {
+	t.Parallel()
+	rcv := startOTLPReceiver(t)
+	id := testenv.ID(t)
+	s := newSystemWith(t, systemOptions{id: id, queues: []string{id}, cutOrderBroker: true,
+		env: map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": rcv.HTTPURL, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+			"OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+		},
+		dispatcherEnv: map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + rcv.GRPCAddr, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"OTEL_EXPORTER_OTLP_INSECURE": "true",
+		}})
+	s.setup(5)
+
+	for _, cut := range []bool{false, true} {
+		user := map[bool]string{false: "gil", true: "hal"}[cut]
+		enterTP, enterTrace, _ := newTraceparent(t)
+		st, v, err := s.request(http.MethodPost, s.gateway.URL+"/api/v1/queues/"+s.q+"/enter", user, "", "", nil, 0,
+			"traceparent", enterTP)
+		if err != nil || st != http.StatusOK {
+			t.Fatalf("enter %s: %d %v %v", user, st, v, err)
+		}
+		adm := s.waitAdmitted(user)
+		token := adm["token"].(string)
+		failedBefore := s.count("order.failed")
+
+		if cut {
+			s.orderBroker.Cut()
+		}
+		orderTP, orderTrace, callerSpan := newTraceparent(t)
+		st, v, err = s.request(http.MethodPost, s.order.URL+"/api/v1/orders", user, "", token,
+			map[string]any{"queueId": s.q, "productId": "no-such-tee", "quantity": 1}, 0, "traceparent", orderTP)
+		if err != nil || st != http.StatusBadRequest || v["type"] == nil || !strings.HasSuffix(v["type"].(string), "product-not-found") {
+			t.Fatalf("order of a missing product: %d %v %v, want 400 product-not-found", st, v, err)
+		}
+		if cut {
+			time.Sleep(3 * time.Second)
+			if n := s.count("order.failed"); n != failedBefore {
+				t.Fatalf("%d OrderFailed published while the order-service's broker was cut", n-failedBefore)
+			}
+			s.orderBroker.Restore()
+		}
+		again := s.waitAdmitted(user)
+		if again["token"] != token {
+			t.Fatalf("%s after the failed order: token %v, want %s back", user, again["token"], token)
+		}
+
+		// The trace is complete once the dispatcher's TokenRestored publish
+		// has been exported.
+		var spans []span
+		testenv.WaitFor(t, 20*time.Second, "the trace's TokenRestored publish span", func() bool {
+			spans = rcv.trace(orderTrace)
+			return find(spans, "admission-dispatcher", "publish token.restored", tracepb.Span_SPAN_KIND_PRODUCER) != nil
+		})
+		t.Logf("broker cut: %v; trace %s:\n%s", cut, orderTrace, tree(spans))
+		checkRestoreTrace(t, spans, callerSpan)
+
+		// The tick that admitted the person links to the enter's trace.
+		testenv.WaitFor(t, 10*time.Second, "an admission tick linking to the enter's trace", func() bool {
+			for _, sp := range rcv.all() {
+				if sp.Service == "admission-dispatcher" && sp.Name == "admission tick" && contains(sp.Links, enterTrace) {
+					return true
+				}
+			}
+			return false
+		})
+		if server := find(rcv.trace(enterTrace), "queue-gateway", "POST /api/v1/queues/:queueId/enter", tracepb.Span_SPAN_KIND_SERVER); server == nil {
+			t.Errorf("no gateway server span in the enter's trace %s", enterTrace)
+		}
+	}
+}
+
+// checkRestoreTrace checks the spans of one restored order's trace: every
+// expected span once where it must be, each parent exact.
+func checkRestoreTrace(t *testing.T, spans []span, callerSpan string) {
+	t.Helper()
+	byID := map[string]span{}
+	for _, s := range spans {
+		byID[s.ID] = s
+	}
+	under := func(s span, ancestor string) bool {
+		for p, ok := s, true; ok; p, ok = byID[p.ParentID] {
+			if p.ParentID == ancestor {
+				return true
+			}
+		}
+		return false
+	}
+	server := find(spans, "order-service", "POST /api/v1/orders", tracepb.Span_SPAN_KIND_SERVER)
+	if server == nil {
+		t.Fatal("no order-service server span")
+	}
+	if server.ParentID != callerSpan {
+		t.Errorf("server span's parent %s, want the caller's span %s", server.ParentID, callerSpan)
+	}
+	var consume, statements int
+	for _, s := range spans {
+		if s.Service != "order-service" || !under(s, server.ID) {
+			continue
+		}
+		if s.Name == "evalsha" && strings.Contains(s.Attrs["code.function"], "Consume") {
+			consume++
+		}
+		if s.Attrs["db.system"] == "postgresql" || s.Attrs["db.system.name"] == "postgresql" {
+			statements++
+		}
+	}
+	if consume != 1 || statements < 2 {
+		t.Errorf("under the server span: %d consume scripts (want 1), %d Postgres statements (want >= 2: the failed order, its outbox row)",
+			consume, statements)
+	}
+	publish := find(spans, "order-service", "publish order.failed", tracepb.Span_SPAN_KIND_PRODUCER)
+	if publish == nil || !under(*publish, server.ID) {
+		t.Fatalf("publish order.failed %v: want one under the server span", publish)
+	}
+	process := find(spans, "admission-dispatcher", "process order.failed", tracepb.Span_SPAN_KIND_CONSUMER)
+	if process == nil || process.ParentID != publish.ID {
+		t.Fatalf("process order.failed %v: want one whose parent is the publish span %s", process, publish.ID)
+	}
+	restores := 0
+	for _, s := range spans {
+		if s.Service == "admission-dispatcher" && s.Name == "evalsha" && strings.Contains(s.Attrs["code.function"], "Restore") {
+			restores++
+			if s.ParentID != process.ID {
+				t.Errorf("restore script span's parent %s, want the process span %s", s.ParentID, process.ID)
+			}
+		}
+	}
+	if restores != 1 {
+		t.Errorf("%d restore script spans, want 1", restores)
+	}
+	restored := find(spans, "admission-dispatcher", "publish token.restored", tracepb.Span_SPAN_KIND_PRODUCER)
+	if restored == nil || restored.ParentID != process.ID {
+		t.Errorf("publish token.restored %v: want its parent to be the process span %s", restored, process.ID)
+	}
+}
+
+// find returns the one span of service with name and kind; nil if there is
+// none, and the first if several.
+func find(spans []span, service, name string, kind tracepb.Span_SpanKind) *span {
+	for i, s := range spans {
+		if s.Service == service && s.Name == name && s.Kind == kind {
+			return &spans[i]
+		}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
