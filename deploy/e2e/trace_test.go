@@ -43,8 +43,9 @@ func newTraceparent(t *testing.T) (tp, traceID, spanID string) {
 //
 // The second time the order-service's connection to the broker is cut
 // before the order and restored 3 s later: OrderFailed waits in the outbox
-// meanwhile, and the trace still continues across it. The enter is traced
-// too: the admission tick that admitted the person links to its trace.
+// meanwhile, and the trace still continues across it. The log lines of the
+// failure and the restore carry the trace id. The enter is traced too: the
+// admission tick that admitted the person links to its trace.
 func TestOneTraceFollowsARestoredOrderAcrossTheBroker(t *testing.T) {
 	t.Parallel()
 	rcv := startOTLPReceiver(t)
@@ -102,6 +103,15 @@ func TestOneTraceFollowsARestoredOrderAcrossTheBroker(t *testing.T) {
 		})
 		t.Logf("broker cut: %v; trace %s:\n%s", cut, orderTrace, tree(spans))
 		checkRestoreTrace(t, spans, callerSpan)
+		// The log lines written inside those spans name the trace.
+		for _, l := range []struct {
+			svc *testenv.Service
+			msg string
+		}{{s.order, "order failed"}, {s.dispatcher, "order failure handled"}} {
+			if !logged(l.svc.Tail(), l.msg, orderTrace) {
+				t.Errorf("no %q log line with trace_id %s in:\n%s", l.msg, orderTrace, l.svc.Tail())
+			}
+		}
 
 		// The tick that admitted the person links to the enter's trace.
 		testenv.WaitFor(t, 10*time.Second, "an admission tick linking to the enter's trace", func() bool {
@@ -192,6 +202,16 @@ func find(spans []span, service, name string, kind tracepb.Span_SpanKind) *span 
 		}
 	}
 	return nil
+}
+
+// logged reports whether a JSON log line with msg carries trace_id.
+func logged(log, msg, traceID string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"msg":"`+msg+`"`) && strings.Contains(line, `"trace_id":"`+traceID+`"`) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(xs []string, x string) bool {

@@ -22,7 +22,10 @@ const (
 	headerCETraceState  = "cloudEvents:tracestate"
 )
 
-var tracer = telemetry.Tracer("pkg/broker")
+// tracer is looked up at each use, not kept: the global provider may be
+// replaced (tests do), and a tracer kept from before would stay with the
+// first one.
+func tracer() trace.Tracer { return telemetry.Tracer("pkg/broker") }
 
 // startPublish starts the producer span of one event: a child of the trace
 // the event carries (Event.TraceParent: the order's, kept in the outbox), or
@@ -32,7 +35,7 @@ func (c *Conn) startPublish(ctx context.Context, e Event, h amqp.Table) trace.Sp
 	if e.TraceParent != "" {
 		ctx = telemetry.Remote(ctx, e.TraceParent, e.TraceState)
 	}
-	ctx, span := tracer.Start(ctx, "publish "+e.RoutingKey, trace.WithSpanKind(trace.SpanKindProducer),
+	ctx, span := tracer().Start(ctx, "publish "+e.RoutingKey, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(messaging("send", c.o.Exchange, e.RoutingKey, e.ID)...))
 	if tp, ts := telemetry.Context(ctx); tp != "" {
 		h[headerTraceParent], h[headerCETraceParent] = tp, tp
@@ -61,7 +64,7 @@ func (c *Conn) startProcess(ctx context.Context, d amqp.Delivery) (context.Conte
 		tp, ts = str(d.Headers[headerCETraceParent]), str(d.Headers[headerCETraceState])
 	}
 	ctx = telemetry.Remote(ctx, tp, ts)
-	return tracer.Start(ctx, "process "+d.RoutingKey, trace.WithSpanKind(trace.SpanKindConsumer),
+	return tracer().Start(ctx, "process "+d.RoutingKey, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithAttributes(messaging("process", d.Exchange, d.RoutingKey, d.MessageId)...))
 }
 

@@ -104,10 +104,10 @@ func (ps *Problems) Problem(c *gin.Context, log *slog.Logger, err error) *proble
 			continue
 		}
 		if r.warn != "" {
-			log.Warn(r.warn, "path", c.FullPath(), "err", err)
+			log.WarnContext(c.Request.Context(), r.warn, "path", c.FullPath(), "err", err)
 		}
 		return p
 	}
-	log.Error("request failed", "path", c.FullPath(), "err", err)
+	log.ErrorContext(c.Request.Context(), "request failed", "path", c.FullPath(), "err", err)
 	return problem.New(http.StatusInternalServerError, problem.TypeInternal, "internal error")
 }

@@ -78,7 +78,7 @@ func NewHandler(store Store, m Metrics, log *slog.Logger) *Handler {
 // restore is idempotent by token and order id.
 func (h *Handler) Handle(ctx context.Context, f Failure) Result {
 	if !queue.ValidID(f.QueueID) || !queue.ValidUserID(f.UserID) || f.TokenID == "" || f.OrderID == "" {
-		h.log.Error("OrderFailed without valid queue, user, token and order ids: dead-lettered", "token", f.TokenID, "order", f.OrderID)
+		h.log.ErrorContext(ctx, "OrderFailed without valid queue, user, token and order ids: dead-lettered", "token", f.TokenID, "order", f.OrderID)
 		return Poison
 	}
 	deadline := time.Now().Add(h.unavailableFor)
@@ -87,12 +87,12 @@ func (h *Handler) Handle(ctx context.Context, f Failure) Result {
 		out, err := h.store.Restore(ctx, f.QueueID, f.UserID, f.TokenID, f.OrderID, f.Restorable)
 		if err == nil {
 			h.m.Restored(f.QueueID, out)
-			h.log.Info("order failure handled", "queue", f.QueueID, "token", f.TokenID, "order", f.OrderID,
+			h.log.InfoContext(ctx, "order failure handled", "queue", f.QueueID, "token", f.TokenID, "order", f.OrderID,
 				"reason", f.Reason, "restorable", f.Restorable, "outcome", out, "redelivery", f.Redelivery)
 			return Done
 		}
 		if !errors.Is(err, queue.ErrUnavailable) || time.Now().After(deadline) {
-			h.log.Warn("restore failed: will be redelivered", "token", f.TokenID, "err", err)
+			h.log.WarnContext(ctx, "restore failed: will be redelivered", "token", f.TokenID, "err", err)
 			return Retry
 		}
 		select {

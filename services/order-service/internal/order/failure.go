@@ -42,16 +42,16 @@ func (s *Service) record(ctx context.Context, ev Failed, cause error) {
 	log := s.log.With("queue", ev.QueueID, "token", ev.TokenID, "event", ev.EventID(), "cause", cause)
 	_, err := s.repo.AddEvent(ctx, ev)
 	if err != nil && s.direct != nil {
-		log.Warn("outbox unavailable: publishing OrderFailed directly", "err", err)
+		log.WarnContext(ctx, "outbox unavailable: publishing OrderFailed directly", "err", err)
 		err = s.direct.PublishEvent(ctx, ev)
 	}
 	if err != nil {
-		log.Error("could not record OrderFailed now; the reaper will", "err", err)
+		log.ErrorContext(ctx, "could not record OrderFailed now; the reaper will", "err", err)
 		return
 	}
 	if err := s.tokens.HandOff(ctx, ev.QueueID, ev.UserID, ev.TokenID); err != nil {
 		// Harmless: the reaper finds the event already recorded.
-		log.Warn("hand off to restoration", "err", err)
+		log.WarnContext(ctx, "hand off to restoration", "err", err)
 	}
-	log.Info("order failed", "restorable", ev.Restorable)
+	log.InfoContext(ctx, "order failed", "restorable", ev.Restorable)
 }

@@ -131,7 +131,7 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	// The order is committed; settling frees the slot. If Redis is down now
 	// the reaper settles when the lease runs out.
 	if _, serr := s.tokens.Settle(context.WithoutCancel(ctx), r.QueueID, r.UserID, c.TokenID, o.ID); serr != nil {
-		s.log.Warn("settle after commit failed; the reaper will settle", "order", o.ID, "err", serr)
+		s.log.WarnContext(ctx, "settle after commit failed; the reaper will settle", "order", o.ID, "err", serr)
 	}
 	s.health.finished(r.QueueID, time.Since(start), nil)
 	return o, nil
