@@ -17,6 +17,8 @@
 # ORDERS_PORT, NOTIFICATIONS_PORT (8080-8082) and GATEWAY_OPS_PORT,
 # ORDERS_OPS_PORT, NOTIFICATIONS_OPS_PORT, DISPATCHER_OPS_PORT (9080-9083);
 # DEMO_QUEUE (demo); STOP_TIMEOUT (20, above the services' SHUTDOWN_TIMEOUT).
+# The OTEL_* variables pass through: OTEL_EXPORTER_OTLP_ENDPOINT turns
+# tracing on (README, Operating it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -195,11 +197,17 @@ if [[ -x $BIN_DIR/order-service ]]; then
     -H 'Content-Type: application/json' \
     -d "{\"queueId\":\"$DEMO_QUEUE\",\"name\":\"Demo tee\",\"stock\":100,\"priceCents\":2500}" >/dev/null
 fi
+if [[ -n ${OTEL_EXPORTER_OTLP_ENDPOINT:-}${OTEL_TRACES_EXPORTER:-} ]]; then
+  traces="exported to ${OTEL_EXPORTER_OTLP_ENDPOINT:-$OTEL_TRACES_EXPORTER}; with the compose jaeger: http://localhost:16686"
+else
+  traces="off; docker compose up -d jaeger, then OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 make run"
+fi
 # cat dies quietly of SIGPIPE when the reader is gone; the stack runs on.
 cat <<MSG 2>/dev/null || true
 
   waiting room is up: ${services[*]}
   the page:    http://localhost:$page_port/
+  traces:      $traces
   metrics:     http://localhost:${ops_port[queue-gateway]}/metrics (gateway), ${ops_port[order-service]} (orders), ${ops_port[notification-service]} (notifications), ${ops_port[admission-dispatcher]} (dispatcher)
   demo queue:  $GATEWAY/api/v1/queues/$DEMO_QUEUE
   dev token:   curl -X POST $GATEWAY/api/v1/dev/token -H 'Content-Type: application/json' -d '{"userId":"u1"}'

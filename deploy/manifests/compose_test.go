@@ -50,7 +50,7 @@ func TestCompose(t *testing.T) {
 		"rabbitmq": "rabbitmq:3.13-management",
 		"postgres": "postgres:15-alpine",
 	}
-	var want []string
+	want := []string{"jaeger"}
 	for name := range infra {
 		want = append(want, name)
 	}
@@ -79,6 +79,22 @@ func TestCompose(t *testing.T) {
 	pg := p.Services["postgres"]
 	if envOf(pg, "POSTGRES_HOST_AUTH_METHOD") != "trust" || envOf(pg, "POSTGRES_DB") != "waitingroom" {
 		t.Errorf("postgres: environment %v, want trust auth and database waitingroom", pg.Environment)
+	}
+
+	// The trace viewer: pinned, its UI and OTLP receivers on loopback only.
+	jaeger := p.Services["jaeger"]
+	if !strings.HasPrefix(jaeger.Image, "jaegertracing/jaeger:2.") {
+		t.Errorf("jaeger: image %q, want a pinned jaegertracing/jaeger 2.x", jaeger.Image)
+	}
+	jaegerPorts := map[uint32]bool{}
+	for _, port := range jaeger.Ports {
+		if port.HostIP != "127.0.0.1" || port.Published != strconv.Itoa(int(port.Target)) {
+			t.Errorf("jaeger: port %+v, want it published as itself on 127.0.0.1 only", port)
+		}
+		jaegerPorts[port.Target] = true
+	}
+	if !jaegerPorts[16686] || !jaegerPorts[4318] || !jaegerPorts[4317] {
+		t.Errorf("jaeger: ports %v, want the UI 16686 and OTLP 4317, 4318", jaegerPorts)
 	}
 
 	published := map[int]string{}
@@ -143,6 +159,9 @@ func TestCompose(t *testing.T) {
 			wantEnv := map[string]string{
 				"REDIS_URL": "redis://redis:6379/0",
 				"AMQP_URL":  "amqp://guest:guest@rabbitmq:5672/",
+				// Traces to the viewer, which nobody waits for.
+				"OTEL_EXPORTER_OTLP_ENDPOINT": "http://jaeger:4318",
+				"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 			}
 			deps := []string{"redis"}
 			if svc.amqp {
@@ -172,7 +191,7 @@ func TestCompose(t *testing.T) {
 					t.Errorf("environment %s is not a variable any service reads", k)
 				}
 			}
-			for _, k := range []string{"REDIS_URL", "AMQP_URL", "DATABASE_URL"} {
+			for _, k := range []string{"REDIS_URL", "AMQP_URL", "DATABASE_URL", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
 				if v := envOf(s, k); v != "" {
 					u, err := url.Parse(v)
 					if err != nil || p.Services[u.Hostname()].Name == "" {
