@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto run clean services-up
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, 
 
 proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
 	deploy/proto/gen.sh
+
+proto-release: ## record proto/ as the event contract's last release (proto/releases/waitingroom.v1.json); refused while proto/ breaks it
+	$(GO) test ./pkg/events -run '^TestContract$$' -count=1 -update-release
 
 services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
 	@deploy/local/services-up.sh
