@@ -38,6 +38,10 @@ local wrong_line = line_check(KEYS[1], ARGV[5] or '')
 if wrong_line then
   return wrong_line
 end
+if ARGV[6] and ARGV[6] ~= '' then
+  -- Read before any write (a slot migrating fails the script here).
+  redis.call('EXISTS', KEYS[10])
+end
 local now = now_ms()
 local measured = admission_figures(KEYS[6], now)
 local total = redis.call('ZCARD', KEYS[2])
@@ -90,9 +94,8 @@ if cfg[5] == 'PROOF_OF_WORK' then
   end
 end
 
--- A sampled enter's trace, kept for the admission's link. Written before
--- the place: should the key be elsewhere (a slot migrating), the script
--- fails before it gave a place.
+-- A sampled enter's trace, kept for the admission's link (its key was
+-- read at the start, like every other).
 local function keep_trace()
   if ARGV[6] and ARGV[6] ~= '' then
     redis.call('HSET', KEYS[10], ARGV[1], ARGV[6])

@@ -202,6 +202,7 @@ for i, user in ipairs(stale) do
 end
 local waiting = redis.call('ZCARD', KEYS[2])
 local heads = {}
+local traced_enters = 0
 if cfg[1] == 'OPEN' then
   local grants = math.floor((#ARGV - 11) / 2)
   local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
@@ -221,6 +222,7 @@ if cfg[1] == 'OPEN' then
     -- importing slot stalled every tick (TestSlotMigration...).
     redis.call('EXISTS', prefix .. 'left')
     redis.call('EXISTS', prefix .. 'leftbins')
+    traced_enters = redis.call('EXISTS', prefix .. 'traces')
   end
 end
 
@@ -234,8 +236,8 @@ for i, user in ipairs(stale) do
   if marker_state(markers[i]) == 'TOKEN_ISSUED' then
     local tid = string.sub(markers[i], 14)
     redis.call('SET', prefix .. 'status:' .. user, 'EXPIRED:' .. tid, 'KEEPTTL')
-    emit(KEYS[5], {'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', q, 'user', user,
-      'tid', tid, 'reason', 'NO_SHOW', 'at', now})
+    emit(KEYS[5], traced({'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', q, 'user', user,
+      'tid', tid, 'reason', 'NO_SHOW', 'at', now}, ARGV[10], ARGV[11]))
     expired = expired + 1
   end
 end
@@ -294,7 +296,7 @@ end
 -- The traces of the admitted people's enters, kept only for sampled
 -- enters: handed to the tick span as links, then dropped.
 local links = {}
-if issued > 0 and redis.call('EXISTS', prefix .. 'traces') == 1 then
+if issued > 0 and traced_enters == 1 then
   local users = {}
   for i = 1, issued do
     users[i] = heads[2 * i - 1]
