@@ -7,10 +7,12 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // metricKind is how a registered series may be queried.
@@ -107,42 +109,8 @@ func collectMetrics(node ast.Node, strs map[string]string, out map[string]metric
 	ast.Inspect(node, func(n ast.Node) bool {
 		switch v := n.(type) {
 		case *ast.CompositeLit:
-			sel, ok := v.Type.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			kind := plain
-			switch sel.Sel.Name {
-			case "HistogramOpts":
-				kind = histogram
-			case "SummaryOpts":
-				kind = summary
-			case "CounterOpts", "GaugeOpts":
-			default:
-				return true
-			}
-			parts := map[string]string{}
-			for _, el := range v.Elts {
-				kv, ok := el.(*ast.KeyValueExpr)
-				if !ok {
-					continue
-				}
-				k, ok := kv.Key.(*ast.Ident)
-				if !ok {
-					continue
-				}
-				if s, ok := stringValue(kv.Value, strs); ok {
-					parts[k.Name] = s
-				}
-			}
-			var name []string
-			for _, p := range []string{parts["Namespace"], parts["Subsystem"], parts["Name"]} {
-				if p != "" {
-					name = append(name, p)
-				}
-			}
-			if full := strings.Join(name, "_"); strings.HasPrefix(full, "waitingroom_") {
-				out[full] = kind
+			if name, kind, ok := optsName(v, strs); ok {
+				out[name] = kind
 			}
 		case *ast.CallExpr:
 			sel, ok := v.Fun.(*ast.SelectorExpr)
@@ -155,6 +123,47 @@ func collectMetrics(node ast.Node, strs map[string]string, out map[string]metric
 		}
 		return true
 	})
+}
+
+// optsName is the full name and kind of a waitingroom_* series a
+// prometheus.*Opts literal declares (Namespace + Subsystem + Name).
+func optsName(v *ast.CompositeLit, strs map[string]string) (string, metricKind, bool) {
+	sel, ok := v.Type.(*ast.SelectorExpr)
+	if !ok {
+		return "", plain, false
+	}
+	kind := plain
+	switch sel.Sel.Name {
+	case "HistogramOpts":
+		kind = histogram
+	case "SummaryOpts":
+		kind = summary
+	case "CounterOpts", "GaugeOpts":
+	default:
+		return "", plain, false
+	}
+	parts := map[string]string{}
+	for _, el := range v.Elts {
+		kv, ok := el.(*ast.KeyValueExpr)
+		if !ok {
+			continue
+		}
+		k, ok := kv.Key.(*ast.Ident)
+		if !ok {
+			continue
+		}
+		if s, ok := stringValue(kv.Value, strs); ok {
+			parts[k.Name] = s
+		}
+	}
+	var name []string
+	for _, p := range []string{parts["Namespace"], parts["Subsystem"], parts["Name"]} {
+		if p != "" {
+			name = append(name, p)
+		}
+	}
+	full := strings.Join(name, "_")
+	return full, kind, strings.HasPrefix(full, "waitingroom_")
 }
 
 // seriesNames are the names a registered metric may be queried by.
@@ -210,7 +219,10 @@ type grafanaDashboard struct {
 	Panels []grafanaPanel `json:"panels"`
 }
 
-var metricRef = regexp.MustCompile(`\bwaitingroom_[a-z0-9_]+\b`)
+// grafanaIntervals are Grafana's interval variables, as a duration PromQL
+// parses.
+var grafanaIntervals = strings.NewReplacer("$__rate_interval", "5m", "${__rate_interval}", "5m",
+	"$__interval", "1m", "${__interval}", "1m", "$__range", "1h", "${__range}", "1h")
 
 func TestGrafanaDashboard(t *testing.T) {
 	reg := registeredMetrics(t)
@@ -228,6 +240,7 @@ func TestGrafanaDashboard(t *testing.T) {
 		t.Error("the source scan did not see waitingroom_http_request_duration_seconds as a histogram")
 	}
 	known := seriesNames(reg)
+	recorded := recordedNames(t)
 
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "grafana", "waitingroom.json"))
 	if err != nil {
@@ -285,19 +298,57 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("panel %q does not use the datasource variable: %s", p.Title, p.Datasource)
 		}
 		for _, tg := range p.Targets {
-			names := metricRef.FindAllString(tg.Expr, -1)
-			if len(names) == 0 {
-				t.Errorf("panel %q target %s queries no waitingroom metric: %s", p.Title, tg.RefID, tg.Expr)
+			// Prometheus's parser, with Grafana's interval variables as
+			// a duration ($queue stands inside strings).
+			expr, err := promQL.ParseExpr(grafanaIntervals.Replace(tg.Expr))
+			if err != nil {
+				t.Errorf("panel %q target %s: %v: %s", p.Title, tg.RefID, err, tg.Expr)
+				continue
 			}
-			for _, n := range names {
-				used[n] = true
-				if !known[n] {
-					t.Errorf("panel %q queries %s, which no service registers", p.Title, n)
+			sels := selectors(expr)
+			if len(sels) == 0 {
+				t.Errorf("panel %q target %s queries no metric: %s", p.Title, tg.RefID, tg.Expr)
+			}
+			for _, sel := range sels {
+				used[sel.Name] = true
+				if !known[sel.Name] && !recorded[sel.Name] {
+					t.Errorf("panel %q queries %s, which no service registers and the PrometheusRule does not record", p.Title, sel.Name)
+				}
+				// An SLO panel shows every SLO, one series each.
+				if recorded[sel.Name] && slices.ContainsFunc(sel.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == "slo" }) {
+					t.Errorf("panel %q: %s picks SLOs; show them all", p.Title, sel)
 				}
 			}
-			if strings.Count(tg.Expr, "(") != strings.Count(tg.Expr, ")") {
-				t.Errorf("panel %q: unbalanced parentheses: %s", p.Title, tg.Expr)
+		}
+	}
+	// The SLO row: each SLO's remaining budget and its burn rate over the
+	// page and ticket windows, from the recording rules.
+	sloRow := -1
+	for _, p := range d.Panels {
+		if p.Type == "row" && p.Title == "SLOs / error budget" {
+			sloRow = p.GridPos.Y
+		}
+	}
+	if sloRow < 0 {
+		t.Error(`no row "SLOs / error budget"`)
+	}
+	for _, p := range panels {
+		for _, tg := range p.Targets {
+			if strings.Contains(tg.Expr, "slo:") && p.GridPos.Y <= sloRow {
+				t.Errorf("panel %q shows SLOs outside their row", p.Title)
 			}
+		}
+	}
+	for _, n := range []string{
+		"slo:error_budget_remaining:ratio30d", "slo:objective:ratio",
+		"slo:sli_error:ratio_rate5m", "slo:sli_error:ratio_rate30m", "slo:sli_error:ratio_rate1h",
+		"slo:sli_error:ratio_rate6h", "slo:sli_error:ratio_rate1d", "slo:sli_error:ratio_rate3d",
+	} {
+		if !recorded[n] {
+			t.Errorf("the PrometheusRule records no %s", n)
+		}
+		if !used[n] {
+			t.Errorf("no panel shows %s", n)
 		}
 	}
 	// The panels the dashboard is for.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,7 @@ type rendered struct {
 	configMaps  map[string]*corev1.ConfigMap
 	secrets     map[string]*corev1.Secret
 	namespaces  map[string]*corev1.Namespace
+	rules       map[string]*monitoringv1.PrometheusRule
 	// namespaceOf is each object's metadata.namespace, by "Kind/name".
 	namespaceOf map[string]string
 }
@@ -47,6 +49,7 @@ var kinds = map[string]string{
 	"HorizontalPodAutoscaler": "autoscaling/v2",
 	"Ingress":                 "networking.k8s.io/v1",
 	"NetworkPolicy":           "networking.k8s.io/v1",
+	"PrometheusRule":          "monitoring.coreos.com/v1",
 }
 
 var (
@@ -80,6 +83,7 @@ func render(t *testing.T, dir string) *rendered {
 		configMaps:  map[string]*corev1.ConfigMap{},
 		secrets:     map[string]*corev1.Secret{},
 		namespaces:  map[string]*corev1.Namespace{},
+		rules:       map[string]*monitoringv1.PrometheusRule{},
 		namespaceOf: map[string]string{},
 	}
 	for _, obj := range res.Resources() {
@@ -140,6 +144,8 @@ func (r *rendered) add(kind, apiVersion, name string, y []byte) error {
 		err = decodeInto(y, name, r.ingresses)
 	case "NetworkPolicy":
 		err = decodeInto(y, name, r.netpols)
+	case "PrometheusRule":
+		err = decodeInto(y, name, r.rules)
 	}
 	if err != nil {
 		return fmt.Errorf("%s/%s: %w", kind, name, err)
