@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release run clean services-up
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, wr
 
 demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print the report, stop the stack
 	@deploy/bench/demo.sh
+
+bench-overhead: ## queue-gateway position polls (with and without a ticket) of the working tree against BASE (default 36cd7a8, before tracing): wrk in interleaved pairs, fails if a median ratio new/base is below 0.97 (NEW=<rev> for an A/A run, OVERHEAD_PROFILE=1 for pprof)
+	@BASE=$(or $(BASE),36cd7a8) deploy/bench/overhead.sh
 
 gobench: ## the Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
