@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.lineWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "line_waiting",
 		Help: "People waiting in each line of a queue split into lines, after the last tick, on the queues this replica leads."}, []string{"queue", "line"})
 	m.interval = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "admission_interval_seconds",
-		Help: "Time between two admitting ticks of a queue with people waiting, whichever leader ran them: the head of the line waits this long for its turn. Over 0.2 s (two ticks) is late: a held or missed tick, a leader change.",
+		Help:    "Time between two admitting ticks of a queue with people waiting, whichever leader ran them: the head of the line waits this long for its turn. Over 0.2 s (two ticks) is late: a held or missed tick, a leader change.",
 		Buckets: []float64{.05, .1, .15, .2, .25, .3, .5, 1, 2, 5, 10}}, []string{"queue"})
 	reg.MustRegister(m.interval)
 	reg.MustRegister(m.issued, m.expired, m.restored, m.published, m.tick, m.leader, m.backlog, m.held, m.drawn, m.draw, m.decided, m.admitRate,
