@@ -31,24 +31,31 @@ const (
 func registeredMetrics(t *testing.T) map[string]metricKind {
 	t.Helper()
 	out := map[string]metricKind{}
+	eachDecl(t, func(decl ast.Decl, strs map[string]string) { collectMetrics(decl, strs, out) })
+	return out
+}
+
+// eachDecl calls f with every top-level declaration of the Go sources of
+// pkg/ and services/ and the string values its identifiers have there:
+// package-level consts and vars, and in a function its own
+// `ns, sub := "waitingroom", "sse"`.
+func eachDecl(t *testing.T, f func(decl ast.Decl, strs map[string]string)) {
+	t.Helper()
 	fset := token.NewFileSet()
 	for _, src := range goSources(t) {
-		f, err := parser.ParseFile(fset, src.path, src.text, 0)
+		file, err := parser.ParseFile(fset, src.path, src.text, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", src.path, err)
 		}
-		// String values of identifiers: package-level consts and vars, and
-		// in each function its own `ns, sub := "waitingroom", "sse"`.
-		pkgStrs := stringIdents(f.Decls, nil)
-		for _, decl := range f.Decls {
+		pkgStrs := stringIdents(file.Decls, nil)
+		for _, decl := range file.Decls {
 			strs := pkgStrs
 			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
 				strs = stringIdents([]ast.Decl{fn}, pkgStrs)
 			}
-			collectMetrics(decl, strs, out)
+			f(decl, strs)
 		}
 	}
-	return out
 }
 
 // stringIdents maps identifiers to the string literals assigned to them in

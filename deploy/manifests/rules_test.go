@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"go/ast"
-	goparser "go/parser"
 	"go/token"
 	"io"
 	"log/slog"
@@ -266,37 +265,25 @@ func histogramBuckets(t *testing.T) map[string][]float64 {
 	t.Helper()
 	defBuckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 	out := map[string][]float64{}
-	fset := token.NewFileSet()
-	for _, src := range goSources(t) {
-		f, err := goparser.ParseFile(fset, src.path, src.text, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", src.path, err)
-		}
-		pkgStrs := stringIdents(f.Decls, nil)
-		for _, decl := range f.Decls {
-			strs := pkgStrs
-			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Body != nil {
-				strs = stringIdents([]ast.Decl{fn}, pkgStrs)
-			}
-			ast.Inspect(decl, func(n ast.Node) bool {
-				lit, ok := n.(*ast.CompositeLit)
-				if !ok {
-					return true
-				}
-				name, kind, ok := optsName(lit, strs)
-				if !ok || kind != histogram {
-					return true
-				}
-				out[name] = defBuckets
-				for _, el := range lit.Elts {
-					if kv, ok := el.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "Buckets") {
-						out[name] = floatList(kv.Value)
-					}
-				}
+	eachDecl(t, func(decl ast.Decl, strs map[string]string) {
+		ast.Inspect(decl, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
 				return true
-			})
-		}
-	}
+			}
+			name, kind, ok := optsName(lit, strs)
+			if !ok || kind != histogram {
+				return true
+			}
+			out[name] = defBuckets
+			for _, el := range lit.Elts {
+				if kv, ok := el.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "Buckets") {
+					out[name] = floatList(kv.Value)
+				}
+			}
+			return true
+		})
+	})
 	return out
 }
 
@@ -560,13 +547,7 @@ func burnPairs(expr, slo string) ([][2]burn, error) {
 	var pairs [][2]burn
 	var walk func(parser.Expr) error
 	walk = func(e parser.Expr) error {
-		for {
-			p, ok := e.(*parser.ParenExpr)
-			if !ok {
-				break
-			}
-			e = p.Expr
-		}
+		e = unparen(e)
 		b, ok := e.(*parser.BinaryExpr)
 		if !ok {
 			return fmt.Errorf("%s: want (long > x and short > x) or ...", e)
@@ -594,14 +575,19 @@ func burnPairs(expr, slo string) ([][2]burn, error) {
 	return pairs, walk(e)
 }
 
-func burnOf(e parser.Expr, slo string) (burn, error) {
+// unparen is e without the parentheses around it.
+func unparen(e parser.Expr) parser.Expr {
 	for {
 		p, ok := e.(*parser.ParenExpr)
 		if !ok {
-			break
+			return e
 		}
 		e = p.Expr
 	}
+}
+
+func burnOf(e parser.Expr, slo string) (burn, error) {
+	e = unparen(e)
 	b, ok := e.(*parser.BinaryExpr)
 	if !ok || b.Op != parser.GTR || b.ReturnBool {
 		return burn{}, fmt.Errorf("%s: want ratio > threshold", e)

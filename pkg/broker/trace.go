@@ -70,7 +70,13 @@ func (c *Conn) startProcess(ctx context.Context, d amqp.Delivery) (context.Conte
 
 // endProcess ends a delivery's consumer span with the handler's verdict.
 func endProcess(span trace.Span, r Result) {
-	verdict := map[Result]string{Ack: "ack", Retry: "requeue", DeadLetter: "dead-letter"}[r]
+	verdict := "requeue"
+	switch r {
+	case Ack:
+		verdict = "ack"
+	case DeadLetter:
+		verdict = "dead-letter"
+	}
 	span.SetAttributes(attribute.String("messaging.rabbitmq.settlement", verdict))
 	if r != Ack {
 		span.SetStatus(codes.Error, verdict)

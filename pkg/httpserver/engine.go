@@ -66,10 +66,11 @@ func NewEngine(o EngineOptions) (*gin.Engine, error) {
 	//
 	// With tracing on, a server span a request (the gin instrumentation)
 	// comes first, so the metrics see its trace as their exemplar.
-	if telemetry.Enabled() {
+	tracing := telemetry.Enabled()
+	if tracing {
 		e.Use(otelgin.Middleware(o.Service, otelgin.WithFilter(traced)))
 	}
-	e.Use(metrics(o.Service, duration), recovery(o.Log), CORS(origins), limitBody(MaxBodyBytes))
+	e.Use(metrics(o.Service, duration, tracing), recovery(o.Log), CORS(origins), limitBody(MaxBodyBytes))
 	e.NoRoute(func(c *gin.Context) {
 		problem.Write(c.Writer, c.Request, problem.New(http.StatusNotFound, problem.TypeNotFound, "no such resource"))
 	})
@@ -111,7 +112,9 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 	})
 }
 
-func metrics(service string, h *prometheus.HistogramVec) gin.HandlerFunc {
+// metrics observes every request; with tracing on, a sampled one with its
+// trace as exemplar (without, no request has a span to look for).
+func metrics(service string, h *prometheus.HistogramVec, tracing bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -119,8 +122,12 @@ func metrics(service string, h *prometheus.HistogramVec) gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		observe(c.Request.Context(), h.WithLabelValues(service, route, c.Request.Method, strconv.Itoa(c.Writer.Status())),
-			time.Since(start))
+		o := h.WithLabelValues(service, route, c.Request.Method, strconv.Itoa(c.Writer.Status()))
+		if !tracing {
+			o.Observe(time.Since(start).Seconds())
+			return
+		}
+		observe(c.Request.Context(), o, time.Since(start))
 	}
 }
 

@@ -21,6 +21,9 @@ import (
 // metrics endpoint serves in the OpenMetrics format; an unsampled one adds
 // no exemplar.
 func TestRequestDurationsCarryTheTraceAsExemplar(t *testing.T) {
+	// Tracing on (a console exporter named; nothing is exported here): the
+	// engine looks for exemplars only then.
+	t.Setenv("OTEL_TRACES_EXPORTER", "console")
 	reg := prometheus.NewRegistry()
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{Service: "test", Log: slog.New(slog.DiscardHandler),
 		Registry: reg, Health: httpserver.NewHealth(nil)})
