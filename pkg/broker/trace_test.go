@@ -11,6 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
 )
@@ -34,9 +35,10 @@ type seen struct {
 // (parallel tests start after it and see the no-op one again).
 func TestTraceContextCrossesTheBroker(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
-	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	// Back to a no-op provider, not the one there was: the global default
+	// forwards to the first provider ever set, this one.
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
 
 	e := newEnv(t)
 	c := e.conn(e.url)
