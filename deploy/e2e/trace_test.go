@@ -94,12 +94,15 @@ func TestOneTraceFollowsARestoredOrderAcrossTheBroker(t *testing.T) {
 			t.Fatalf("%s after the failed order: token %v, want %s back", user, again["token"], token)
 		}
 
-		// The trace is complete once the dispatcher's TokenRestored publish
-		// has been exported.
+		// The trace is complete once both publishes have been exported: the
+		// services export in their own batches, so the dispatcher's
+		// TokenRestored span can arrive before the order-service's
+		// OrderFailed one (which ends only on the broker's confirm).
 		var spans []span
-		testenv.WaitFor(t, 20*time.Second, "the trace's TokenRestored publish span", func() bool {
+		testenv.WaitFor(t, 20*time.Second, "the trace's OrderFailed and TokenRestored publish spans", func() bool {
 			spans = rcv.trace(orderTrace)
-			return find(spans, "admission-dispatcher", "publish token.restored", tracepb.Span_SPAN_KIND_PRODUCER) != nil
+			return find(spans, "order-service", "publish order.failed", tracepb.Span_SPAN_KIND_PRODUCER) != nil &&
+				find(spans, "admission-dispatcher", "publish token.restored", tracepb.Span_SPAN_KIND_PRODUCER) != nil
 		})
 		t.Logf("broker cut: %v; trace %s:\n%s", cut, orderTrace, tree(spans))
 		checkRestoreTrace(t, spans, callerSpan)
