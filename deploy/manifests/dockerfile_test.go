@@ -103,10 +103,19 @@ func parseDockerfile(t *testing.T) dockerfile {
 
 var argRef = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
 
+// expand substitutes args in s, again while a substituted value holds a
+// reference itself (ARG BUILDER_IMAGE=golang:${GO_VERSION}).
 func expand(s string, args map[string]string) string {
-	return argRef.ReplaceAllStringFunc(s, func(m string) string {
-		return args[argRef.FindStringSubmatch(m)[1]]
-	})
+	for range 8 {
+		next := argRef.ReplaceAllStringFunc(s, func(m string) string {
+			return args[argRef.FindStringSubmatch(m)[1]]
+		})
+		if next == s {
+			break
+		}
+		s = next
+	}
+	return s
 }
 
 func (df dockerfile) stageNamed(name string) (int, bool) {
