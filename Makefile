@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up images images-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -52,6 +52,13 @@ proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, 
 
 proto-release: ## record proto/ as the event contract's last release (proto/releases/waitingroom.v1.json); refused while proto/ breaks it
 	$(GO) test ./pkg/events -run '^TestContract$$' -count=1 -update-release
+
+images: ## build the four service images from deploy/Dockerfile with podman or docker, tagged localhost/waitingroom/<service>:dev (local base images where no registry is reachable: deploy/images/local-bases.sh)
+	@deploy/images/build.sh
+
+images-test: images ## build the images, then run them as the cluster does (uid 65532, read-only root, no capabilities), list their files, break the Dockerfile on purpose, and run docker-compose.yml's stack with podman
+	@deploy/images/infra-images.sh
+	$(GO) test -tags images -count=1 -v -timeout 30m ./deploy/images
 
 services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
 	@deploy/local/services-up.sh

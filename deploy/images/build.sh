@@ -16,7 +16,7 @@ export ENGINE
 SERVICES="${SERVICES:-queue-gateway admission-dispatcher order-service notification-service}"
 TAG="${IMAGES_TAG:-dev}"
 BASES="${IMAGES_BASES:-auto}"
-PUBLIC=(golang:1.26 gcr.io/distroless/static-debian12:nonroot)
+PUBLIC=(docker.io/library/golang:1.26 gcr.io/distroless/static-debian12:nonroot)
 
 present() {
   "$ENGINE" image inspect "$1" >/dev/null 2>&1 || timeout "${PULL_TIMEOUT:-60}" "$ENGINE" pull -q "$1" >/dev/null 2>&1

@@ -309,7 +309,7 @@ func sortedKeys(m map[string]string) []string {
 // local stand-ins when the public golang image is not on this machine.
 func baseArgs(t *testing.T) []string {
 	t.Helper()
-	if _, err := run(t, "image", "inspect", "golang:1.26"); err == nil {
+	if _, err := run(t, "image", "inspect", "docker.io/library/golang:1.26"); err == nil {
 		return nil
 	}
 	requireImage(t, "localhost/waitingroom/golang:local")

@@ -165,7 +165,7 @@ func TestDockerfile(t *testing.T) {
 	// service with the module and build caches mounted.
 	var builder *stage
 	for i := range df.stages {
-		if strings.HasPrefix(expand(df.stages[i].from, df.globalArgs), "golang:") {
+		if strings.HasPrefix(expand(df.stages[i].from, df.globalArgs), "docker.io/library/golang:") {
 			if builder != nil {
 				t.Fatal("two golang stages")
 			}
@@ -175,8 +175,9 @@ func TestDockerfile(t *testing.T) {
 	if builder == nil {
 		t.Fatal("no golang builder stage")
 	}
-	if img := expand(builder.from, df.globalArgs); img != "golang:1.26" && !strings.HasPrefix(img, "golang:1.26.") && !strings.HasPrefix(img, "golang:1.26-") {
-		t.Errorf("builder FROM %s, want golang:1.26", img)
+	// Fully qualified: podman resolves no short name by default.
+	if img := strings.TrimPrefix(expand(builder.from, df.globalArgs), "docker.io/library/"); img != "golang:1.26" && !strings.HasPrefix(img, "golang:1.26.") && !strings.HasPrefix(img, "golang:1.26-") {
+		t.Errorf("builder FROM %s, want docker.io/library/golang:1.26", img)
 	}
 	var argService, copiesWorkspace bool
 	var build string
