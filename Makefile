@@ -17,8 +17,9 @@ build: ## build one static binary per service into bin/
 	  CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s || exit 1; \
 	done
 
-vet: ## go vet every module of the workspace
+vet: ## go vet every module of the workspace (and the image tests, which carry the images build tag)
 	$(GO) vet work
+	$(GO) vet -tags images ./deploy/images
 
 fmt: ## gofmt the tree
 	gofmt -w pkg services

@@ -40,9 +40,15 @@ case "$BASES" in
     ;;
   *) echo "images: IMAGES_BASES must be auto, public or local, not '$BASES'" >&2; exit 2 ;;
 esac
-# podman's builds reach the network (apt, the module proxy) through the
-# host's: a machine like CI's has no container networking.
-[[ "$ENGINE" == podman ]] && args+=(--network host)
+# podman's builds reach the network (the module proxy) through the host's:
+# a machine like CI's has no container networking.
+# podman 4.3 sets neither TARGETOS nor TARGETARCH (BuildKit does): name
+# this machine's, which the Dockerfile cross-compiles for.
+if [[ "$ENGINE" == podman ]]; then
+  args+=(--network host
+    --build-arg TARGETOS="$(podman info --format '{{.Host.OS}}')"
+    --build-arg TARGETARCH="$(podman info --format '{{.Host.Arch}}')")
+fi
 
 cd "$root"
 for s in $SERVICES; do

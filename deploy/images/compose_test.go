@@ -285,6 +285,7 @@ func TestComposeStackWithPodman(t *testing.T) {
 		}
 		flags, image, cmd := runArgs(t, p, s, ns, name)
 		requireImage(t, image)
+		t.Logf("%s: podman run -d --name %s %s %s %s", name, prefix+name, strings.Join(flags, " "), image, strings.Join(cmd, " "))
 		begin := time.Now()
 		c := startContainer(t, prefix+name, flags, image, cmd...)
 		containers[name] = c

@@ -278,8 +278,19 @@ func TestImagesHoldOnlyTheBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("%s: %.1f MiB (%s image inspect); %d files, %.1f MiB, of which /app %.1f MiB", image,
-				mib(size), engine(t), r.files, mib(r.bytes), mib(r.app))
+			var listed []string
+			zoneinfo := 0
+			for _, f := range files {
+				switch {
+				case f.mode.IsDir():
+				case strings.HasPrefix(f.path, "/usr/share/zoneinfo/"):
+					zoneinfo++
+				default:
+					listed = append(listed, fmt.Sprintf("%s (%s, uid %d, %d bytes)", f.path, f.mode, f.uid, f.size))
+				}
+			}
+			t.Logf("%s: %.1f MiB (%s image inspect); %d files, %.1f MiB, of which /app %.1f MiB:\n  %s\n  and %d under /usr/share/zoneinfo/",
+				image, mib(size), engine(t), r.files, mib(r.bytes), mib(r.app), strings.Join(listed, "\n  "), zoneinfo)
 		})
 	}
 }
@@ -335,8 +346,10 @@ func buildVariant(t *testing.T, kind, old, new string) string {
 	}
 	tag := "localhost/waitingroom/broken-" + kind + ":test"
 	args := append([]string{"build", "-q", "-f", df, "--build-arg", "SERVICE=queue-gateway"}, baseArgs(t)...)
-	if engine(t) == "podman" {
-		args = append(args, "--network", "host")
+	if engine(t) == "podman" { // as build.sh builds, so the builder stage comes from its cache
+		args = append(args, "--network", "host",
+			"--build-arg", "TARGETOS="+must(t, "info", "--format", "{{.Host.OS}}"),
+			"--build-arg", "TARGETARCH="+must(t, "info", "--format", "{{.Host.Arch}}"))
 	}
 	if _, err := runIn(t, root, append(args, "-t", tag, ".")...); err != nil {
 		t.Fatal(err)
