@@ -44,7 +44,11 @@ func newTraceparent(t *testing.T) (tp, traceID, spanID string) {
 //
 // The second time the order-service's connection to the broker is cut
 // before the order and restored 3 s later: OrderFailed waits in the outbox
-// meanwhile, and the trace still continues across it. The log lines of the
+// meanwhile, and the trace still continues across it. A publish attempt
+// during the cut is an error span of its own; when its message reached the
+// broker after all (only the confirm was lost), the consumer continues that
+// attempt's span, so the process span's parent must be one of the
+// attempts, each under the server span. The log lines of the
 // failure and the restore carry the trace id. The enter is traced too: the
 // admission tick that admitted the person links to its trace.
 func TestOneTraceFollowsARestoredOrderAcrossTheBroker(t *testing.T) {
@@ -173,38 +177,56 @@ func checkRestoreTrace(t *testing.T, spans []span, callerSpan string) {
 		t.Errorf("under the server span: %d consume scripts (want 1), %d Postgres statements (want >= 2: the failed order, its outbox row)",
 			consume, statements)
 	}
-	// One publish of OrderFailed succeeded; attempts while the broker was
-	// cut are spans of their own, marked as errors, beside it.
-	var publish *span
-	published := 0
-	for i, s := range spans {
-		if s.Service == "order-service" && s.Name == "publish order.failed" && s.Kind == tracepb.Span_SPAN_KIND_PRODUCER && !s.Error {
-			publish = &spans[i]
-			published++
-		}
-	}
-	if published != 1 || !under(*publish, server.ID) {
-		t.Fatalf("%d successful publishes of order.failed (%v): want one, under the server span", published, publish)
-	}
-	process := find(spans, "admission-dispatcher", "process order.failed", tracepb.Span_SPAN_KIND_CONSUMER)
-	if process == nil || process.ParentID != publish.ID {
-		t.Fatalf("process order.failed %v: want one whose parent is the publish span %s", process, publish.ID)
-	}
-	restores := 0
+	// Each attempt to publish OrderFailed is a span under the server span;
+	// at least one succeeded. An attempt during the cut is an error span,
+	// yet its message may still have reached the broker (the confirm was
+	// what got lost): the relay then publishes again, and the consumer's
+	// parent is whichever attempt's message it took first.
+	publishes := map[string]bool{}
+	succeeded := 0
 	for _, s := range spans {
-		if s.Service == "admission-dispatcher" && s.Name == "evalsha" && strings.Contains(s.Attrs["code.function"], "Restore") {
-			restores++
-			if s.ParentID != process.ID {
-				t.Errorf("restore script span's parent %s, want the process span %s", s.ParentID, process.ID)
-			}
+		if s.Service != "order-service" || s.Name != "publish order.failed" || s.Kind != tracepb.Span_SPAN_KIND_PRODUCER {
+			continue
+		}
+		if !under(s, server.ID) {
+			t.Errorf("publish attempt %s is not under the server span", s)
+		}
+		publishes[s.ID] = true
+		if !s.Error {
+			succeeded++
 		}
 	}
-	if restores != 1 {
-		t.Errorf("%d restore script spans, want 1", restores)
+	if succeeded == 0 {
+		t.Fatalf("no successful publish of order.failed among %d attempts", len(publishes))
 	}
-	restored := find(spans, "admission-dispatcher", "publish token.restored", tracepb.Span_SPAN_KIND_PRODUCER)
-	if restored == nil || restored.ParentID != process.ID {
-		t.Errorf("publish token.restored %v: want its parent to be the process span %s", restored, process.ID)
+	processes := map[string]bool{}
+	for _, s := range spans {
+		if s.Service == "admission-dispatcher" && s.Name == "process order.failed" && s.Kind == tracepb.Span_SPAN_KIND_CONSUMER {
+			if !publishes[s.ParentID] {
+				t.Errorf("process span %s: its parent is none of the %d publish attempts", s, len(publishes))
+			}
+			processes[s.ID] = true
+		}
+	}
+	if len(processes) == 0 {
+		t.Fatal("no process order.failed span")
+	}
+	restores, restored := 0, 0
+	for _, s := range spans {
+		switch {
+		case s.Service == "admission-dispatcher" && s.Name == "evalsha" && strings.Contains(s.Attrs["code.function"], "Restore"):
+			restores++
+		case s.Service == "admission-dispatcher" && s.Name == "publish token.restored" && s.Kind == tracepb.Span_SPAN_KIND_PRODUCER:
+			restored++
+		default:
+			continue
+		}
+		if !processes[s.ParentID] {
+			t.Errorf("%s: its parent is not a process span", s)
+		}
+	}
+	if restores == 0 || restored != 1 {
+		t.Errorf("%d restore script spans (want >= 1), %d TokenRestored publishes (want 1)", restores, restored)
 	}
 }
 

@@ -94,9 +94,12 @@ func TestHealthReportsTheOrders(t *testing.T) {
 	}
 	var last queue.OrderHealth
 	for _, r := range s.healthOf(s.q) {
-		if r.Interval < healthEvery/2 || r.Interval > 10*healthEvery || (r.Orders > 0) != (r.P95 > 0) || r.P95 > 5*time.Second ||
+		// A P95 without orders is an interval that ended while an attempt
+		// was still being answered: its age is sampled (health.go), so a
+		// report can show a P95 with 0 orders, never orders without one.
+		if r.Interval < healthEvery/2 || r.Interval > 10*healthEvery || (r.Orders > 0 && r.P95 == 0) || r.P95 > 5*time.Second ||
 			r.OutboxBacklog < 0 || r.OutboxBacklog > n || r.Created > r.Orders || !r.At.After(last.At) {
-			t.Fatalf("report %+v after %+v: want an interval near %v, a P95 iff orders, at most %d events waiting, later than the last", r, last, healthEvery, n)
+			t.Fatalf("report %+v after %+v: want an interval near %v, a P95 where there are orders, at most %d events waiting, later than the last", r, last, healthEvery, n)
 		}
 		last = r
 	}
