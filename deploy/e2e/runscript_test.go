@@ -49,8 +49,7 @@ func TestRunScriptStopsEveryServiceWhenItsOutputIsGone(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startRunScript(t)
-			r.readUntilUp()
+			r := startUpRunScript(t)
 			if got := r.processes(); len(got.services) != len(testenv.Services) {
 				t.Fatalf("the script runs %d service processes (%v), want %d; stderr:\n%s",
 					len(got.services), got.services, len(testenv.Services), r.stderr())
@@ -176,11 +175,36 @@ func startRunScript(t *testing.T) *runScript {
 	return r
 }
 
-// readUntilUp reads the script's output until it says the stack is up.
-func (r *runScript) readUntilUp() {
+// startUpRunScript starts the script and reads its output until it says
+// the stack is up. The ports come from testenv.FreePort, which another
+// test running in parallel may take before the script's service binds it:
+// the service then exits 1 with "address already in use" (and the script
+// talks to the other test's service), so the script runs again on new
+// ports, up to three times.
+func startUpRunScript(t *testing.T) *runScript {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		r := startRunScript(t)
+		err := r.readUntilUp()
+		switch {
+		case err == nil:
+			return r
+		case strings.Contains(err.Error(), "address already in use") && attempt < 3:
+			t.Logf("attempt %d: a port was taken before the script's service bound it; again on new ports", attempt)
+			r.killLeftovers()
+		default:
+			t.Fatalf("the script never said the stack was up: %v; stderr:\n%s", err, r.stderr())
+		}
+	}
+}
+
+// readUntilUp reads the script's output until it says the stack is up; the
+// error carries the output read when it does not.
+func (r *runScript) readUntilUp() error {
 	r.t.Helper()
 	up := make(chan error, 1)
 	go func() {
+		var seen strings.Builder
 		sc := bufio.NewScanner(r.out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -188,17 +212,18 @@ func (r *runScript) readUntilUp() {
 				up <- nil
 				return
 			}
+			if seen.Len() < 64<<10 {
+				seen.WriteString(sc.Text() + "\n")
+			}
 		}
-		up <- fmt.Errorf("its output ended (%v)", sc.Err())
+		up <- fmt.Errorf("its output ended (%v) after:\n%s", sc.Err(), seen.String())
 	}()
 	select {
 	case err := <-up:
-		if err != nil {
-			r.t.Fatalf("the script never said the stack was up: %v; stderr:\n%s", err, r.stderr())
-		}
+		return err
 	case <-time.After(3 * time.Minute):
 		r.out.Close()
-		r.t.Fatalf("the script did not say the stack was up within 3 minutes; stderr:\n%s", r.stderr())
+		return errors.New("it did not say so within 3 minutes")
 	}
 }
 
