@@ -8,12 +8,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,24 +106,13 @@ func startOrder(t *testing.T, p *types.Project) []string {
 			return
 		}
 		seen[name] = 1
-		deps := make([]string, 0, len(p.Services[name].DependsOn))
-		for d := range p.Services[name].DependsOn {
-			deps = append(deps, d)
-		}
-		sort.Strings(deps)
-		for _, d := range deps {
+		for _, d := range slices.Sorted(maps.Keys(p.Services[name].DependsOn)) {
 			visit(d)
 		}
 		seen[name] = 2
 		out = append(out, name)
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for n := range p.Services {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(p.Services)) {
 		visit(name)
 	}
 	return out
@@ -143,13 +132,7 @@ func runArgs(t *testing.T, p *types.Project, s types.ServiceConfig, ns netns, na
 		}
 	}
 	flags := []string{"--network", "ns:" + ns.Path, "--hostname", s.Name}
-	for _, other := range slices.Sorted(func(yield func(string) bool) {
-		for n := range p.Services {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	for _, other := range slices.Sorted(maps.Keys(p.Services)) {
 		addr := "127.0.0.1"
 		if other == traceViewer {
 			addr = ns.Host
@@ -162,7 +145,7 @@ func runArgs(t *testing.T, p *types.Project, s types.ServiceConfig, ns netns, na
 			env[k] = *v
 		}
 	}
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		flags = append(flags, "-e", k+"="+env[k])
 	}
 	if s.ReadOnly {
@@ -351,13 +334,7 @@ func TestComposeStackWithPodman(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if names := slices.Sorted(func(yield func(string) bool) {
-		for n := range got {
-			if !yield(n) {
-				return
-			}
-		}
-	}); !slices.Equal(names, want) {
+	if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, want) {
 		t.Errorf("spans received from %v, want from %v", got, want)
 	}
 	t.Logf("spans received at %s:4318 (the trace viewer's address): %v", ns.Host, got)
@@ -365,6 +342,7 @@ func TestComposeStackWithPodman(t *testing.T) {
 	// Stop as compose does: dependents first, each with its grace period.
 	order2 := startOrder(t, p)
 	slices.Reverse(order2)
+	var stops []string
 	for _, name := range order2 {
 		c, ok := containers[name]
 		if !ok || p.Services[name].Build == nil {
@@ -378,7 +356,9 @@ func TestComposeStackWithPodman(t *testing.T) {
 		if err != nil || code != 0 || took >= g {
 			t.Errorf("%s: stopped with exit code %d after %s (%v), want 0 within %s", name, code, took, err, g)
 		}
+		stops = append(stops, fmt.Sprintf("%s exit %d after %s", name, code, took.Round(10*time.Millisecond)))
 	}
+	t.Logf("stopped, dependents first: %s", strings.Join(stops, "; "))
 }
 
 // publishedAPI and publishedOps are the container ports compose publishes

@@ -5,6 +5,7 @@ package images
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
@@ -76,7 +77,7 @@ func runChecked(t *testing.T, image string, svc service, env map[string]string) 
 		env["HTTP_ADDR"] = fmt.Sprintf("127.0.0.1:%d", api)
 	}
 	flags := append([]string{"--network", "host"}, securityFlags...)
-	for _, k := range sortedKeys(env) {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		flags = append(flags, "-e", k+"="+env[k])
 	}
 	begin := time.Now()
@@ -305,15 +306,6 @@ func merged(ms ...map[string]string) map[string]string {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // baseArgs are the build arguments `make images` used for the bases: the
