@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -54,8 +55,15 @@ func TestTraceContextCrossesTheBroker(t *testing.T) {
 	})
 	pub := c.Publisher()
 	ctx := context.Background()
-	waitFor(t, 30*time.Second, "the queue bound", func() bool {
-		return pub.Publish(ctx, event("probe-1", "tr.probe", time.Now())) == nil
+	// A confirm comes for an unroutable message too: the queue is bound
+	// once a probe is delivered, not once one is confirmed.
+	waitFor(t, 30*time.Second, "the queue bound (a probe delivered)", func() bool {
+		_ = pub.Publish(ctx, event("probe-1", "tr.probe", time.Now()))
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		_, ok := got["probe-1"]
+		return ok
 	})
 
 	// 1. An event written down in a trace (an outbox row): its trace wins
@@ -76,11 +84,20 @@ func TestTraceContextCrossesTheBroker(t *testing.T) {
 		return ch.Publish(e.exchange, "tr.three", false, false, amqp.Publishing{MessageId: "ev-ce",
 			Headers: amqp.Table{"cloudEvents:traceparent": ceTP}})
 	})
-	waitFor(t, 10*time.Second, "three traced deliveries", func() bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
 		mu.Lock()
-		defer mu.Unlock()
-		return got["ev-outbox"].sc.IsValid() && got["ev-caller"].sc.IsValid() && got["ev-ce"].sc.IsValid()
-	})
+		done := got["ev-outbox"].sc.IsValid() && got["ev-caller"].sc.IsValid() && got["ev-ce"].sc.IsValid()
+		state := fmt.Sprintf("%+v", got)
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 10s waiting for three traced deliveries; delivered: %s", state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	spans := map[string]sdktrace.ReadOnlySpan{}
 	waitFor(t, 5*time.Second, "the consumer spans ended", func() bool {
