@@ -30,6 +30,10 @@ if ! exists "$DEBIAN_IMAGE"; then
   command -v debootstrap >/dev/null || { echo "local-bases: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
   root="$(mktemp -d)"
   trap 'rm -rf "$root"' EXIT
+  # mktemp makes the folder 0700, and tar records it as the image's /: no
+  # user but root could then reach a file (redis-server as redis failed to
+  # load its libraries).
+  chmod 0755 "$root"
   echo "local-bases: debootstrap $SUITE from $MIRROR (about two minutes)"
   debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
   rm -f "$root.log"
