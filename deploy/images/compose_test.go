@@ -474,9 +474,5 @@ func startSpanCounter(t *testing.T, addr string) *spanCounter {
 func (c *spanCounter) byService() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int, len(c.n))
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.n)
 }

@@ -301,9 +301,7 @@ func mib(n int64) float64 { return float64(n) / (1 << 20) }
 func merged(ms ...map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
+		maps.Copy(out, m)
 	}
 	return out
 }
