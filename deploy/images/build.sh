@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make images`: the four service images from deploy/Dockerfile, built with
 # podman or docker (engine.sh), tagged localhost/waitingroom/<service>:dev
-# (IMAGES_TAG changes dev; SERVICES picks some).
+# (IMAGES_TAG changes dev; SERVICES picks some; DOCKERFILE, relative to the
+# repository root or absolute, builds from another file: the image tests
+# build their deliberately broken copies this way).
 #
 # Base images (IMAGES_BASES):
 #   public  the Dockerfile's defaults, golang:1.26 and distroless static;
@@ -16,6 +18,7 @@ export ENGINE
 SERVICES="${SERVICES:-queue-gateway admission-dispatcher order-service notification-service}"
 TAG="${IMAGES_TAG:-dev}"
 BASES="${IMAGES_BASES:-auto}"
+DOCKERFILE="${DOCKERFILE:-deploy/Dockerfile}"
 PUBLIC=(docker.io/library/golang:1.26 gcr.io/distroless/static-debian12:nonroot)
 
 present() {
@@ -54,7 +57,7 @@ cd "$root"
 for s in $SERVICES; do
   start=$SECONDS
   echo "images: localhost/waitingroom/$s:$TAG ($ENGINE, $BASES bases)"
-  "$ENGINE" build -q -f deploy/Dockerfile --build-arg SERVICE="$s" "${args[@]}" -t "localhost/waitingroom/$s:$TAG" . >/dev/null
+  "$ENGINE" build -q -f "$DOCKERFILE" --build-arg SERVICE="$s" "${args[@]}" -t "localhost/waitingroom/$s:$TAG" . >/dev/null
   size="$("$ENGINE" image inspect --format '{{.Size}}' "localhost/waitingroom/$s:$TAG")"
   echo "images: localhost/waitingroom/$s:$TAG built in $((SECONDS - start)) s, $((size / 1024)) KiB"
 done

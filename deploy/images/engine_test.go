@@ -16,25 +16,35 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-// engine is the container engine `make images` used: $ENGINE, else podman,
-// else docker (deploy/images/engine.sh decides the same way).
+// engine is the container engine `make images` used, as
+// deploy/images/engine.sh picks it ($ENGINE, else podman, else docker);
+// asked once per test binary.
 func engine(t testing.TB) string {
 	t.Helper()
-	if e := os.Getenv("ENGINE"); e != "" {
-		return e
+	e, err := pickEngine()
+	if err != nil {
+		t.Fatalf("%v: deploy/images/podman-setup.sh --install, then make images-test", err)
 	}
-	for _, e := range []string{"podman", "docker"} {
-		if _, err := exec.LookPath(e); err == nil {
-			return e
-		}
-	}
-	t.Fatal("neither podman nor docker is installed: deploy/images/podman-setup.sh --install, then make images-test")
-	return ""
+	return e
 }
+
+var pickEngine = sync.OnceValues(func() (string, error) {
+	_, file, _, _ := runtime.Caller(0)
+	out, err := exec.Command(filepath.Join(filepath.Dir(file), "engine.sh")).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return "", fmt.Errorf("engine.sh: %s", bytes.TrimSpace(ee.Stderr))
+		}
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+})
 
 // run runs the engine with args and returns its standard output, trimmed;
 // the error carries its standard error.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -306,20 +307,10 @@ func merged(ms ...map[string]string) map[string]string {
 	return out
 }
 
-// baseArgs are the build arguments `make images` used for the bases: the
-// local stand-ins when the public golang image is not on this machine.
-func baseArgs(t *testing.T) []string {
-	t.Helper()
-	if _, err := run(t, "image", "inspect", "docker.io/library/golang:1.26"); err == nil {
-		return nil
-	}
-	requireImage(t, "localhost/waitingroom/golang:local")
-	requireImage(t, "localhost/waitingroom/static:nonroot")
-	return []string{"--build-arg", "BUILDER_IMAGE=localhost/waitingroom/golang:local", "--build-arg", "RUNTIME_IMAGE=localhost/waitingroom/static:nonroot"}
-}
-
 // buildVariant builds queue-gateway's image from a copy of deploy/Dockerfile
-// changed by edit (old -> new, which must occur) and returns its tag.
+// changed by edit (old -> new, which must occur) with build.sh, as `make
+// images` builds (same bases, same build arguments, so the builder stage
+// comes from its cache), and returns its tag.
 func buildVariant(t *testing.T, kind, old, new string) string {
 	t.Helper()
 	root := repoRoot(t)
@@ -334,16 +325,12 @@ func buildVariant(t *testing.T, kind, old, new string) string {
 	if err := os.WriteFile(df, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tag := "localhost/waitingroom/broken-" + kind + ":test"
-	args := append([]string{"build", "-q", "-f", df, "--build-arg", "SERVICE=queue-gateway"}, baseArgs(t)...)
-	if engine(t) == "podman" { // as build.sh builds, so the builder stage comes from its cache
-		args = append(args, "--network", "host",
-			"--build-arg", "TARGETOS="+must(t, "info", "--format", "{{.Host.OS}}"),
-			"--build-arg", "TARGETARCH="+must(t, "info", "--format", "{{.Host.Arch}}"))
+	cmd := exec.Command(root + "/deploy/images/build.sh")
+	cmd.Env = append(os.Environ(), "ENGINE="+engine(t), "DOCKERFILE="+df, "SERVICES=queue-gateway", "IMAGES_TAG=broken-"+kind)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build.sh: %v: %s", err, tail(string(out), 2000))
 	}
-	if _, err := runIn(t, root, append(args, "-t", tag, ".")...); err != nil {
-		t.Fatal(err)
-	}
+	tag := "localhost/waitingroom/queue-gateway:broken-" + kind
 	t.Cleanup(func() { _, _ = run(t, "rmi", "-f", tag) })
 	return tag
 }

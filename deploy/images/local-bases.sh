@@ -24,22 +24,24 @@ DEBIAN_IMAGE=localhost/waitingroom/debian:$SUITE
 rebuild=0
 [[ "${1:-}" == --rebuild ]] && rebuild=1
 
+# Scratch folders, removed however the script ends.
+scratch=()
+trap 'rm -rf "${scratch[@]}"' EXIT
+
 exists() { [[ $rebuild == 0 ]] && "$ENGINE" image inspect "$1" >/dev/null 2>&1; }
 
 if ! exists "$DEBIAN_IMAGE"; then
   command -v debootstrap >/dev/null || { echo "local-bases: debootstrap is not installed (apt-get install debootstrap)" >&2; exit 1; }
   root="$(mktemp -d)"
-  trap 'rm -rf "$root"' EXIT
+  scratch+=("$root" "$root.log")
   # mktemp makes the folder 0700, and tar records it as the image's /: no
   # user but root could then reach a file (redis-server as redis failed to
   # load its libraries).
   chmod 0755 "$root"
   echo "local-bases: debootstrap $SUITE from $MIRROR (about two minutes)"
   debootstrap --variant=minbase "$SUITE" "$root" "$MIRROR" >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
-  rm -f "$root.log"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | "$ENGINE" import --change 'CMD ["/bin/bash"]' - "$DEBIAN_IMAGE" >/dev/null
-  rm -rf "$root"
   echo "local-bases: $DEBIAN_IMAGE"
 fi
 
@@ -47,13 +49,12 @@ if ! exists localhost/waitingroom/golang:local; then
   goroot="$(go env GOROOT)"
   echo "local-bases: localhost/waitingroom/golang:local from $goroot ($(go env GOVERSION))"
   ctx="$(mktemp -d)"
-  trap 'rm -rf "$ctx"' EXIT
+  scratch+=("$ctx")
   mkdir "$ctx/local-ca"
   cp -al "$goroot" "$ctx/go" 2>/dev/null || cp -a "$goroot" "$ctx/go"
   find /usr/local/share/ca-certificates -name '*.crt' -exec cp {} "$ctx/local-ca/" \; 2>/dev/null || true
   "$ENGINE" build -q --network host --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" \
     -f "$here/builder.Containerfile" -t localhost/waitingroom/golang:local "$ctx" >/dev/null
-  rm -rf "$ctx"
 fi
 
 if ! exists localhost/waitingroom/static:nonroot; then
