@@ -18,6 +18,12 @@ var (
 	// ErrInvalidToken: no such token for this user and queue, a wrong
 	// secret, or an expired one.
 	ErrInvalidToken = errors.New("invalid entry token")
+	// ErrLate: a state-changing request reached Redis after its caller had
+	// given up on it (past its deadline by Redis TIME), or after a later
+	// request of the same kind had been applied (a tick older than the last
+	// applied one); it was refused and changed nothing. It is an
+	// ErrUnavailable: the call may be made again, fresh.
+	ErrLate = fmt.Errorf("%w: the request arrived late and was refused", ErrUnavailable)
 )
 
 // NotActiveError: the token is valid but its activate-at lies ahead.

@@ -55,7 +55,9 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 	return rep.IssueResult, rep.Err
 }
 
-func issueArgs(q string, line int, r queue.IssueRequest) []any {
+// issueArgs are the issue script's arguments for one tick; tick is its id
+// (Store.nextTick).
+func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
 	args := make([]any, 0, 11+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
@@ -64,7 +66,7 @@ func issueArgs(q string, line int, r queue.IssueRequest) []any {
 	if r.Share > 0 {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
-	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, requestID(),
+	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, tick,
 		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState)
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
@@ -101,6 +103,8 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 		return queue.IssueResult{}, fmt.Errorf("issue %s at epoch %d: %w", q, epoch, queue.ErrStaleEpoch)
 	case "NOT_FOUND":
 		return queue.IssueResult{}, fmt.Errorf("issue %s: %w", q, queue.ErrNotFound)
+	case "LATE":
+		return queue.IssueResult{}, fmt.Errorf("issue %s: tick older than the last applied, %s: %w", q, str(res[1]), queue.ErrLate)
 	case "GONE":
 		return queue.IssueResult{Gone: true}, nil
 	case "HELD":

@@ -16,9 +16,15 @@ func (s *Store) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.I
 	if len(calls) == 0 {
 		return out
 	}
+	// The arguments are made once: a resend after NOSCRIPT carries the
+	// same tick ids.
+	args := make([][]any, len(calls))
+	for i, c := range calls {
+		args[i] = issueArgs(c.QueueID, c.Line, c.IssueRequest, s.nextTick())
+	}
 	cmds, _ := s.evalAll(ctx, issueScript, len(calls),
 		func(i int) []string { return KeysFor(queue.LineID(calls[i].QueueID, calls[i].Line)).issueKeys() },
-		func(i int) []any { return issueArgs(calls[i].QueueID, calls[i].Line, calls[i].IssueRequest) })
+		func(i int) []any { return args[i] })
 	for i, c := range cmds {
 		res, err := c.Slice()
 		out[i].IssueResult, out[i].Err = issueReply(calls[i].QueueID, calls[i].Epoch, res, err)
@@ -37,14 +43,17 @@ func (s *Store) AcquireLeases(ctx context.Context, owner string, qs []string, tt
 	for i := range attempts {
 		attempts[i] = requestID()
 	}
+	late := s.deadline(ctx)
 	cmds, _ := s.evalAll(ctx, leaseScript, len(qs),
 		func(i int) []string { return KeysFor(qs[i]).leaseKeys() },
-		func(i int) []any { return []any{"acquire", owner, ttl.Milliseconds(), attempts[i]} })
+		func(i int) []any { return []any{"acquire", owner, ttl.Milliseconds(), attempts[i], late} })
 	for i, c := range cmds {
 		epoch, err := c.Int64()
 		switch {
 		case err != nil:
 			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], classify(err))
+		case epoch == leaseLate:
+			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], queue.ErrLate)
 		case epoch < 0:
 			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], queue.ErrNotFound)
 		default:
@@ -53,6 +62,10 @@ func (s *Store) AcquireLeases(ctx context.Context, owner string, qs []string, tt
 	}
 	return out
 }
+
+// leaseLate is lease.lua's answer to an acquire or renew that reached Redis
+// past its deadline.
+const leaseLate = -2
 
 // FollowLeases raises the epoch of each line (a queue's line 1 and up) to
 // its queue leader's (see lua/lease.lua's follow), in one pipelined round.
@@ -90,14 +103,17 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, leases []queue.Le
 	if len(leases) == 0 {
 		return out
 	}
+	late := s.deadline(ctx)
 	cmds, _ := s.evalAll(ctx, leaseScript, len(leases),
 		func(i int) []string { return KeysFor(leases[i].QueueID).leaseKeys() },
-		func(i int) []any { return []any{"renew", owner, ttl.Milliseconds(), leases[i].Epoch} })
+		func(i int) []any { return []any{"renew", owner, ttl.Milliseconds(), leases[i].Epoch, late} })
 	for i, c := range cmds {
 		n, err := c.Int64()
 		switch {
 		case err != nil:
 			out[i].Err = fmt.Errorf("renew lease %s: %w", leases[i].QueueID, classify(err))
+		case n == leaseLate:
+			out[i].Err = fmt.Errorf("renew lease %s: %w", leases[i].QueueID, queue.ErrLate)
 		case n == 1:
 			out[i].Epoch = leases[i].Epoch
 		}

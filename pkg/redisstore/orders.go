@@ -17,11 +17,13 @@ import (
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
 	res, err := consumeScript.Run(ctx, s.rdb, tokenKeys(q, secret).consumeKeys(user),
-		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds()).Slice()
+		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx)).Slice()
 	if err != nil {
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, classify(err))
 	}
 	switch str(res[0]) {
+	case "LATE":
+		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, queue.ErrLate)
 	case "INVALID":
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, queue.ErrInvalidToken)
 	case "NOT_ACTIVE":

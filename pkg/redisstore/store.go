@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,12 @@ type Store struct {
 	rdb redis.UniversalClient
 	// lines remembers the queues' line counts and lengths (lines.go).
 	lines lineBook
+	// ticks is the last tick id made (clock.go); clock estimates Redis's
+	// clock and giveUp is how long the client waits for one command with
+	// its retries, for the deadlines of requests that must not land late.
+	ticks  atomic.Int64
+	clock  redisClock
+	giveUp time.Duration
 }
 
 // NewStore returns a Store over rdb.
@@ -25,7 +32,9 @@ func NewStore(rdb redis.UniversalClient) (*Store, error) {
 	if rdb == nil {
 		return nil, errors.New("redisstore: nil client")
 	}
-	return &Store{rdb: rdb}, nil
+	s := &Store{rdb: rdb, giveUp: giveUpAfter(rdb)}
+	s.ticks.Store(time.Now().UnixMicro())
+	return s, nil
 }
 
 // Client is the underlying client, for adapters that share it (rate limits).

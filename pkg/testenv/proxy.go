@@ -32,6 +32,13 @@ type Proxy struct {
 	holdMatch func([]byte) bool
 	holdFor   time.Duration
 	held      atomic.Int64
+	// delayRequests: requests matching delayMatch reach the server
+	// delayFor late, each of up to delayLeft of them.
+	delayMatch func([]byte) bool
+	delayFor   time.Duration
+	delayLeft  int
+	delayed    atomic.Int64
+	delivered  atomic.Int64
 }
 
 // StartProxy listens on 127.0.0.1:0 and forwards every connection to target.
@@ -80,6 +87,36 @@ func (p *Proxy) HoldNextReply(match func(request []byte) bool, d time.Duration) 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.holdMatch, p.holdFor = match, d
+}
+
+// DelayRequests holds each of the next n requests whose bytes match for d
+// before passing it on to the server: the request reaches the server late,
+// after a client whose read timeout is shorter than d gave up on it (and,
+// if it retries, after the retry on another connection was answered).
+// The server still runs it: the connection to the server stays open until
+// the request is written, whatever the client did meanwhile.
+func (p *Proxy) DelayRequests(match func(request []byte) bool, d time.Duration, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delayMatch, p.delayFor, p.delayLeft = match, d, n
+}
+
+// Delayed is how many requests have been delayed so far.
+func (p *Proxy) Delayed() int { return int(p.delayed.Load()) }
+
+// DelayedDone is how many delayed requests have reached the server.
+func (p *Proxy) DelayedDone() int { return int(p.delivered.Load()) }
+
+// armDelay reports how long request must wait before it is passed on.
+func (p *Proxy) armDelay(request []byte) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.delayLeft <= 0 || p.delayMatch == nil || !p.delayMatch(request) {
+		return 0
+	}
+	p.delayLeft--
+	p.delayed.Add(1)
+	return p.delayFor
 }
 
 // Held is how many replies have been held so far.
@@ -179,8 +216,19 @@ func (p *Proxy) serve(client net.Conn) {
 				if d := p.armHold(buf[:n]); d > 0 {
 					hold.Store(int64(d))
 				}
+				late := p.armDelay(buf[:n])
+				if late > 0 && !p.sleep(late) {
+					break
+				}
 				if _, werr := server.Write(buf[:n]); werr != nil {
 					break
+				}
+				if late > 0 {
+					p.delivered.Add(1)
+					// The client may have closed its end meanwhile: keep
+					// the server's open a moment, so the request is run
+					// and not dropped with a reset.
+					p.sleep(200 * time.Millisecond)
 				}
 			}
 			if err != nil {

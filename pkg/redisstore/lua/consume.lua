@@ -9,12 +9,23 @@
 -- in-flight marker of this very order and answers OK as the first call did,
 -- instead of "invalid token" to the rightful buyer.
 --
+-- Never late: a call that reaches Redis after its deadline (ARGV 6, Redis
+-- TIME ms; 0 none), when its caller has given up on it and may have
+-- answered the buyer, is refused ({'LATE'}) and changes nothing. Applied,
+-- it would hold the token for an order nobody places until the lease ran
+-- out.
+--
 -- Both OK answers carry the queue's maxOrdersPerUser (0 = no limit), so the
 -- order transaction enforces the knob as it is now without another round
 -- trip.
 --
 -- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
--- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms
+-- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms, 6 deadline ms
+local now = now_ms()
+local late = tonumber(ARGV[6] or '0') or 0
+if late > 0 and now > late then
+  return {'LATE'}
+end
 local function order_limit()
   return tonumber(redis.call('HGET', KEYS[7], 'maxOrdersPerUser') or '0') or 0
 end
@@ -32,7 +43,6 @@ if not tok[1] or tok[1] ~= ARGV[1] then
   end
   return {'INVALID'}
 end
-local now = now_ms()
 local activate, expires = tonumber(tok[3]), tonumber(tok[4])
 if now >= expires then
   return {'INVALID'}

@@ -3,9 +3,15 @@
 -- a status marker, a slot and a TokenIssued event. One script: a crash leaves
 -- all of it or none of it.
 --
--- Safe to run twice. The tick carries an id; the dispatch hash keeps the id
--- and the reply of the last applied tick, and a repeat (a client that timed
--- out and sent the same EVALSHA again) gets that reply and changes nothing.
+-- Safe to run twice, and never late. The tick carries an id, a number that
+-- only grows within the leader's epoch; the dispatch hash keeps the id, its
+-- epoch and the reply of the last applied tick. A repeat (a client that
+-- timed out and sent the same EVALSHA again) gets that reply and changes
+-- nothing. A tick older than the last applied one of the same epoch (a
+-- request held on the way, arriving after a later tick ran) is refused,
+-- {'LATE', last id}, and changes nothing: applying it would hand its
+-- grants, which a retry of it may already have handed out, to the next
+-- people in line.
 --
 -- Every key is read before the first write. Per-user keys (token:<user>,
 -- status:<user>) are built from the queue's prefix, which carries the hash
@@ -51,17 +57,21 @@
 -- admitted (enter.lua keeps one for a sampled enter), for the tick span to
 -- link to.
 --
--- {'STALE', epoch}, {'NOT_FOUND'}, {'GONE'}.
+-- {'STALE', epoch}, {'LATE', last tick id}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate', 'punctualMs')
+  'effectiveRate', 'punctualMs', 'tickEpoch')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
 end
 if d[2] == ARGV[5] and d[3] then
   return cjson.decode(d[3])
+end
+local tick_no, last_no = tonumber(ARGV[5]), tonumber(d[2] or '')
+if tonumber(d[9] or '') == epoch and last_no and (not tick_no or tick_no < last_no) then
+  return {'LATE', d[2]}
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
   'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending',
@@ -109,7 +119,7 @@ local function done(r, fields)
     -- Once, when the queue leaves ADAPTIVE: not a write on every tick.
     redis.call('HDEL', KEYS[4], 'effectiveRate', 'rateReason')
   end
-  redis.call('HSET', KEYS[4], 'tickId', tick_id, 'tickReply', cjson.encode(r), unpack(fields))
+  redis.call('HSET', KEYS[4], 'tickId', tick_id, 'tickEpoch', epoch, 'tickReply', cjson.encode(r), unpack(fields))
   return r
 end
 

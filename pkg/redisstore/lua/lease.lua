@@ -15,10 +15,22 @@
 -- than the line's gets 0 (a newer leader followed already); a line without
 -- its config copy -1.
 --
+-- Never late: acquire and renew carry a deadline (ARGV 5, Redis TIME ms; 0
+-- or absent: none), when their caller gives up on them. Past it they are
+-- refused with -2 and change nothing: a late acquire would take a lease its
+-- owner no longer waits for (a later attempt of the same owner is a new
+-- attempt id, so the queue would stay leaderless until the lease ran out),
+-- and a late renew would stretch a lease its owner has already given up.
+--
 -- KEYS: 1 lock, 2 dispatch, 3 config
 -- ARGV: 1 op (acquire | renew | release | follow), 2 owner, 3 lease ms,
---       4 epoch (renew, release, follow) or attempt id (acquire)
+--       4 epoch (renew, release, follow) or attempt id (acquire),
+--       5 deadline ms (acquire, renew)
 local op, owner = ARGV[1], ARGV[2]
+local late = tonumber(ARGV[5] or '0') or 0
+if late > 0 and (op == 'acquire' or op == 'renew') and now_ms() > late then
+  return -2
+end
 if op == 'acquire' then
   local held = redis.call('GET', KEYS[1])
   if held then
