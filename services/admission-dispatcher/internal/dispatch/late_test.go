@@ -26,7 +26,9 @@ func TestDelayedTickRequestsIssueNoTokenTwice(t *testing.T) {
 	t.Parallel()
 	const held, heldFor = 5, 1600 * time.Millisecond
 	c := newCluster(t, dispatch.Options{})
-	q := c.newQueue(func(cfg *queue.Config) { cfg.AdmissionRatePerSec, cfg.MaxQueueSize, cfg.TokenTTLSeconds = 175, 10_000, 600 })
+	q := c.newQueue(func(cfg *queue.Config) {
+		cfg.AdmissionRatePerSec, cfg.MaxQueueSize, cfg.TokenTTLSeconds = 175, 10_000, 600
+	})
 	c.fill(q, 3000)
 	k := redisstore.KeysFor(q)
 
