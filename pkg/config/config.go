@@ -208,3 +208,16 @@ type Tickets struct {
 	// mode); required when tokens come from AUTH_JWKS_URL alone.
 	Keys []string `env:"TICKET_KEYS" envSeparator:"," json:"-"`
 }
+
+// EntryTokens are the keys the admission-dispatcher signs entry tokens
+// with and the order-service checks them with while Redis is down (see
+// pkg/grant): a queue that fails OPEN lets holders of a signed token order
+// then, and nobody else.
+type EntryTokens struct {
+	// Keys is a comma-separated list of keys of at least 32 bytes: the
+	// first signs, every one verifies (rotate as TICKET_KEYS). Every
+	// dispatcher and order-service replica must have the same list.
+	// Empty: tokens are unsigned, and a queue that fails OPEN lets nobody
+	// order while Redis is down.
+	Keys []string `env:"ENTRY_TOKEN_KEYS" envSeparator:"," json:"-"`
+}

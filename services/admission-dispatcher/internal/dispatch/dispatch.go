@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -72,6 +73,10 @@ type Options struct {
 	// queues across dispatcher deployments); otherwise it serves every
 	// queue in wr:queues.
 	Queues []string
+	// Tokens signs the entry tokens the ticks hand out (ENTRY_TOKEN_KEYS),
+	// so the order-service can check them while Redis is down; nil: they
+	// are unsigned.
+	Tokens *grant.Signer
 }
 
 func (o *Options) defaults() {

@@ -75,9 +75,9 @@ func (l *leader) follow(ctx context.Context, ls *leadership) bool {
 
 // lineCalls are the tick's calls for ls's lines not gone, each at its
 // share of the rate, with the grants that share needs.
-func lineCalls(ls *leadership, r queue.IssueRequest, grants func(rate float64) ([]queue.Grant, error), rate float64) ([]queue.IssueCall, error) {
+func lineCalls(ls *leadership, r queue.IssueRequest, grants func(line int, rate float64) ([]queue.Grant, error), rate float64) ([]queue.IssueCall, error) {
 	if len(ls.lines) <= 1 {
-		g, err := grants(rate)
+		g, err := grants(0, rate)
 		if err != nil {
 			return nil, err
 		}
@@ -94,7 +94,7 @@ func lineCalls(ls *leadership, r queue.IssueRequest, grants func(rate float64) (
 		if s.gone {
 			continue
 		}
-		g, err := grants(rate * shares[i])
+		g, err := grants(i, rate*shares[i])
 		if err != nil {
 			return nil, err
 		}

@@ -47,8 +47,8 @@ func (l *leader) tick(ctx context.Context) {
 		rate, why := l.propose(ls, time.Now())
 		qcalls, err := lineCalls(ls, queue.IssueRequest{
 			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Rate: rate, RateReason: why,
-		}, func(r float64) ([]queue.Grant, error) {
-			return queue.Grants(queue.GrantsFor(r, l.d.o.Tick, since))
+		}, func(line int, r float64) ([]queue.Grant, error) {
+			return l.d.o.Tokens.Grants(ls.q, line, queue.GrantsFor(r, l.d.o.Tick, since), time.Now())
 		}, max(ls.rate, rate))
 		if err != nil {
 			ls.log.Error("token generation failed", "err", err)

@@ -39,6 +39,8 @@ type Config struct {
 	// OrderFailed names the quorum queue OrderFailed is consumed from and
 	// how often one is delivered before it is dead-lettered.
 	config.OrderFailed
+	// EntryTokens signs the tokens the ticks hand out (ENTRY_TOKEN_KEYS).
+	config.EntryTokens
 }
 
 // Validate checks what env tags cannot.

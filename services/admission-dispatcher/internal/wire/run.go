@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
@@ -32,8 +33,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 
 	m := newMetrics(b.Registry)
 	owner := cfg.owner()
+	tokens, err := grant.FromSettings(cfg.EntryTokens.Keys)
+	if err != nil {
+		return nil, err
+	}
 	d, err := dispatch.New(store, eventPublisher{pub: conn.Publisher()}, log, m, dispatch.Options{
-		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog,
+		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog, Tokens: tokens,
 	})
 	if err != nil {
 		return nil, err
@@ -42,7 +47,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog)
+	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog, "signed_tokens", tokens != nil)
 
 	restorer := restore.NewHandler(store, m, log)
 	b.Group.Go("admission", d.Run)

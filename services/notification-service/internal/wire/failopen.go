@@ -11,16 +11,18 @@ import (
 )
 
 // failOpen answers the standings of a queue that fails OPEN with BYPASS
-// while Redis cannot be reached, from the configurations the cache kept:
-// an open stream is told to go to the order form at its next position
-// event, and a new one opens with it, instead of a 503.
+// while Redis is down (this replica's probe, the cache's refreshes, finds
+// it so: one failed round while it is up keeps its error), from the
+// configurations the cache kept: an open stream is told at its next
+// position event, and a new one opens with it, instead of a 503. A stream
+// carries no secret, so the page fetches its pass from the gateway.
 type failOpen struct {
 	stream.Positions
 	cache *redisstore.ConfigCache
 }
 
 func (f failOpen) bypass(q string, err error) (queue.Standing, bool) {
-	if !errors.Is(err, queue.ErrUnavailable) {
+	if !errors.Is(err, queue.ErrUnavailable) || f.cache.Reachable() {
 		return queue.Standing{}, false
 	}
 	cfg, ok := f.cache.Get(q)

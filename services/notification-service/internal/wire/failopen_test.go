@@ -112,7 +112,9 @@ func TestStreamsOfAQueueThatFailsOpenSayBypassWhileRedisIsAway(t *testing.T) {
 	time.Sleep(1200 * time.Millisecond) // a cache refresh with both queues in it
 
 	srv.Stop()
-	f := waitFrame(t, openStream, `"state":"BYPASS"`, 3*time.Second)
+	// Once the replica's probe finds Redis down: a few failed refreshes in
+	// a row (redisstore.OutageProbes over OutageWindow), 2 to 3 s.
+	f := waitFrame(t, openStream, `"state":"BYPASS"`, 6*time.Second)
 	if !strings.HasPrefix(f, "position ") || !strings.Contains(f, `"queueId":"`+open+`"`) {
 		t.Errorf("bypass frame %q", f)
 	}

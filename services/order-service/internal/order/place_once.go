@@ -24,10 +24,11 @@ type Render func(Order, error) StoredAnswer
 // one (rate limited, not active yet, unavailable) frees the key, so a
 // retry runs again.
 //
-// A request that meets a Redis outage (Screen could not reach it, or it
-// has no token and the configuration cache could not either) is taken
-// without a token when its queue fails OPEN, and answered unavailable
-// otherwise: see outage.
+// While this replica's probe finds Redis down, a request is answered by
+// outage: a queue that fails OPEN takes orders from holders of a signed
+// entry token, nobody else. A request whose own Redis call failed while
+// the probe finds Redis up (a slow reply, this replica's pool used up by
+// its own load) is unavailable (503 with Retry-After), never let through.
 //
 // It returns the answer to give and whether it is a replay. An error means
 // no answer was rendered: ErrIdempotencyInProgress, or the failure to
@@ -55,14 +56,10 @@ func (s *Service) PlaceOnce(ctx context.Context, r PlaceRequest, key string, ren
 func (s *Service) Malformed() { s.m.Requested(outcomeInvalid) }
 
 func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, render Render) (StoredAnswer, bool, error) {
-	if r.Token == "" && s.redisKnownDown() {
-		// No token to check, and Redis, which has the limits, is gone.
-		return s.outage(ctx, r, key, render, errors.New("order without an entry token while Redis is unreachable"))
+	if s.redisKnownDown() {
+		return s.outage(ctx, r, key, render)
 	}
 	if err := s.Screen(ctx, r); err != nil {
-		if errors.Is(err, queue.ErrUnavailable) {
-			return s.outage(ctx, r, key, render, err)
-		}
 		if errors.Is(err, ErrTokenSpent) && key != "" {
 			// Its holder retrying: replay the stored answer, if any.
 			ans, found, lerr := s.repo.LookupIdempotent(ctx, r.UserID, key)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -49,10 +50,17 @@ type Options struct {
 	// Health is told every order attempt past Screen, for the per-queue
 	// health reports; nil records nothing.
 	Health *Health
-	// Configs, when set, lets the queues that fail OPEN take orders
-	// without an entry token while Redis is unreachable (bypass.go); nil:
-	// every queue fails CLOSED.
+	// Configs, when set, lets the queues that fail OPEN take orders while
+	// Redis is down (bypass.go) and tells whether it is; nil: every queue
+	// fails CLOSED.
 	Configs Configs
+	// Tokens checks the signed entry tokens that a queue failing OPEN
+	// takes while Redis is down (ENTRY_TOKEN_KEYS); nil: it takes none.
+	Tokens *grant.Signer
+	// OutageMaxOrders is how many orders one person may place in a queue
+	// while Redis is down when the queue sets no maxOrdersPerUser
+	// (FAIL_OPEN_MAX_ORDERS_PER_USER); 0: no limit.
+	OutageMaxOrders int64
 }
 
 // Service runs the order-service's use cases; every port (HTTP, the

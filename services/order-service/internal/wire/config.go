@@ -11,6 +11,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 )
 
 // Config is the order-service's environment.
@@ -58,6 +59,13 @@ type Config struct {
 	// path (order.health: orders, p95, unavailable) for the dispatcher's
 	// adaptive admission; 0 turns the reports off.
 	HealthInterval time.Duration `env:"ORDER_HEALTH_INTERVAL" envDefault:"1s"`
+	// EntryTokens checks the signed entry tokens a queue that fails OPEN
+	// takes while Redis is down (ENTRY_TOKEN_KEYS, the dispatcher's list).
+	config.EntryTokens
+	// FailOpenMaxOrdersPerUser bounds one person's orders in a queue that
+	// sets no maxOrdersPerUser while Redis is down and the queue fails
+	// OPEN; 0: no bound beyond the queue's.
+	FailOpenMaxOrdersPerUser int64 `env:"FAIL_OPEN_MAX_ORDERS_PER_USER" envDefault:"1"`
 }
 
 // minRetention is the shortest retention allowed: an outbox row's event id
@@ -90,6 +98,12 @@ func replicaID() string {
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.CORS.Check(), c.HTTP.Check())
+	if c.FailOpenMaxOrdersPerUser < 0 {
+		errs = append(errs, errors.New("FAIL_OPEN_MAX_ORDERS_PER_USER must be 0 (no bound) or positive"))
+	}
+	if _, err := grant.FromSettings(c.EntryTokens.Keys); err != nil {
+		errs = append(errs, err)
+	}
 	if c.OrderRateLimitPerQueue < 0 || c.OrderRateLimitPerUser < 0 {
 		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE and ORDER_RATE_LIMIT_PER_USER must be 0 (off) or positive"))
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
@@ -27,6 +29,20 @@ import (
 )
 
 const testSecret = "order-test-secret-0123456789abcdef-xyz"
+
+// testEntryKey signs the tests' entry tokens, as the dispatcher's
+// ENTRY_TOKEN_KEYS would; the stack's order-service checks them with it.
+const testEntryKey = "order-test-entry-token-key-0123456789abcdef"
+
+// entrySigner signs entry tokens with testEntryKey.
+func entrySigner(t *testing.T) *grant.Signer {
+	t.Helper()
+	s, err := grant.NewSigner([]byte(testEntryKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // stack is an order-service wired as in production (HTTP, relay, reaper) on
 // real Redis, PostgreSQL and RabbitMQ, with its own database, exchange and
@@ -45,6 +61,7 @@ type stack struct {
 	dbURL string
 
 	pgProxy, amqpProxy *testenv.Proxy
+	redisProxy         *testenv.Proxy
 
 	listener *testenv.Listener
 	// health records the order.health reports, when they are on.
@@ -68,6 +85,11 @@ type stackOptions struct {
 	// privateRedis gives the stack a redis-server of its own (s.redis),
 	// which the test may stop and start.
 	privateRedis bool
+	// redisProxy puts a proxy (s.redisProxy) between the order-service and
+	// its Redis; redisQuery is added to the service's REDIS_URL (client
+	// options such as pool_size).
+	redisProxy bool
+	redisQuery string
 	// queue sets more of the queue's knobs, before the service starts.
 	queue func(*queue.Config)
 }
@@ -112,6 +134,23 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s.cfg.HealthInterval = o.health
 	s.cfg.JWTSecret = testSecret
 	s.cfg.Redis.URL = redisURL
+	if o.redisProxy {
+		u, err := url.Parse(redisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.redisProxy = testenv.StartProxy(t, u.Host)
+		u.Host = s.redisProxy.Addr()
+		s.cfg.Redis.URL = u.String()
+	}
+	if o.redisQuery != "" {
+		sep := "?"
+		if strings.Contains(s.cfg.Redis.URL, "?") {
+			sep = "&"
+		}
+		s.cfg.Redis.URL += sep + o.redisQuery
+	}
+	s.cfg.EntryTokens.Keys, s.cfg.FailOpenMaxOrdersPerUser = []string{testEntryKey}, 1 // the env's default
 	s.cfg.Database.URL = s.dbURL
 	s.cfg.AMQP.URL = amqpURL
 	s.cfg.AMQP.Exchange = "test." + id
@@ -255,9 +294,10 @@ func (s *stack) admitIn(q string, epoch int64, users ...string) map[string]strin
 	}
 	secrets := map[string]string{}
 	for len(secrets) < len(users) {
-		gs := make([]queue.Grant, len(users))
-		for i := range gs {
-			gs[i], _ = queue.NewGrant()
+		// Signed as the dispatcher signs them.
+		gs, err := entrySigner(s.t).Grants(q, 0, len(users), time.Now())
+		if err != nil {
+			s.t.Fatal(err)
 		}
 		time.Sleep(110 * time.Millisecond) // credit accrues at 1,000/s
 		if _, err := s.store.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: time.Second, Grants: gs}); err != nil {

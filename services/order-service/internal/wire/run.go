@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
@@ -75,8 +76,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if cfg.HealthInterval > 0 {
 		health = order.NewHealth(replicaID())
 	}
+	signed, err := grant.FromSettings(cfg.EntryTokens.Keys)
+	if err != nil {
+		return nil, err
+	}
 	svc, err := order.New(m.tokens(store), m.repo(db), pub, limits, log,
-		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health, Configs: configs})
+		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health, Configs: configs,
+			Tokens: signed, OutageMaxOrders: cfg.FailOpenMaxOrdersPerUser})
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,8 @@ type Service struct {
 
 	tickets   *ticket.Signer
 	frontiers Frontiers
+	// passes, when set, gives the passes of BYPASS standings (bypass.go).
+	passes *passBook
 }
 
 // WithTickets makes s hand out queue tickets (signed by tickets) with every

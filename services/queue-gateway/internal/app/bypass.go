@@ -2,47 +2,156 @@ package app
 
 import (
 	"errors"
+	"fmt"
+	"math"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // Configs are the queue configurations the gateway keeps in memory, so it
-// knows a queue's fail mode while Redis cannot be reached.
+// knows a queue's fail mode while Redis cannot be reached, and whether it
+// cannot: its refreshes are this replica's health probe of Redis.
 // redisstore.ConfigCache implements it.
 type Configs interface {
 	Get(q string) (queue.Config, bool)
+	// Reachable is false only while the probe finds Redis down (several
+	// failures in a row over a window): never for one request's error.
+	Reachable() bool
 }
 
-// bypass answers a request on q that the store could not serve: when Redis
-// did not answer and q is known to fail OPEN, the BYPASS standing (go
-// straight to the order form) instead of the error. Everything else, a
-// CLOSED or unknown queue above all, keeps its error: the 503.
+// WithPasses makes s hand out passes, entry tokens signed by signer
+// (ENTRY_TOKEN_KEYS, the dispatcher's list), with a queue's BYPASS
+// standing: what its holder orders with while Redis is down. Without
+// passes a queue that fails OPEN answers its outages with the error, as
+// one that fails CLOSED. It returns s.
+func (s *Service) WithPasses(signer *grant.Signer) *Service {
+	if signer != nil {
+		s.passes = &passBook{signer: signer, byQueue: map[string]*rate.Limiter{}, held: map[string]queue.Token{}}
+	}
+	return s
+}
+
+// bypass answers a request on q that the store could not serve, while
+// this replica's probe finds Redis down and q is known to fail OPEN: the
+// BYPASS standing with a pass (go straight to the order form and order
+// with it) instead of the error. Everything else, a CLOSED or unknown
+// queue, one request's error while Redis is up, keeps its error: the 503.
 //
 // A queue that fails OPEN still refuses unless queue.Config.Bypasses: a
 // PAUSED one lets nobody through, one whose start time is ahead has not
 // begun selling (nobody skips its pre-queue), and a CLOSED one takes no
-// new entrant (enter says so: 409).
-func (s *Service) bypass(q string, entering bool, st queue.Standing, err error) (queue.Standing, error) {
+// new entrant (enter says so: 409). A queue that asks new entrants for a
+// proof of work gives a pass only to an enter with a valid solution
+// (proved; checked without Redis, so it may be used more than once) or to
+// someone this replica gave one already: an enter without one is 428
+// challenge-required, a poll keeps its 503.
+func (s *Service) bypass(q, user string, entering, proved bool, st queue.Standing, err error) (queue.Standing, error) {
 	cfg, ok := s.failsOpen(q, err)
 	if !ok {
 		return st, err
 	}
+	now := time.Now()
 	if entering && cfg.State == queue.Closed {
 		return queue.Standing{}, queue.ErrClosed
 	}
-	if !cfg.Bypasses(time.Now()) {
+	if !cfg.Bypasses(now) || s.passes == nil {
 		return st, err
 	}
-	return queue.BypassStanding(q, cfg), nil
+	pass, held := s.passes.holding(q, user, now)
+	if !held {
+		if cfg.EnterChallenge == queue.ChallengeProofOfWork && !proved {
+			if entering {
+				return queue.Standing{}, queue.ErrChallengeRequired
+			}
+			return st, err
+		}
+		var perr error
+		if pass, perr = s.passes.give(q, user, cfg, now); perr != nil {
+			return st, fmt.Errorf("%w: %w", queue.ErrUnavailable, perr)
+		}
+	}
+	out := queue.BypassStanding(q, cfg)
+	out.Token = &pass
+	return out, nil
 }
 
-// failsOpen reports whether err means Redis did not answer and q, as last
-// read, fails OPEN; it returns q's configuration when so.
+// failsOpen reports whether err means Redis did not answer, this replica's
+// probe finds Redis down, and q, as last read, fails OPEN; it returns q's
+// configuration when so.
 func (s *Service) failsOpen(q string, err error) (queue.Config, bool) {
-	if s.configs == nil || !errors.Is(err, queue.ErrUnavailable) {
+	if s.configs == nil || !errors.Is(err, queue.ErrUnavailable) || s.configs.Reachable() {
 		return queue.Config{}, false
 	}
 	cfg, ok := s.configs.Get(q)
 	return cfg, ok && cfg.FailMode == queue.FailOpen
+}
+
+// errPassesUsedUp: this replica has handed out its share of a queue's
+// admission rate for now, or holds as many passes as it keeps.
+var errPassesUsedUp = errors.New("no pass to give right now")
+
+// maxHeldPasses bounds the passes a replica remembers (about 100 bytes
+// each): past it, no new pass is given until some expire.
+const maxHeldPasses = 200_000
+
+// passBook gives passes while Redis is down: per queue at most the
+// queue's admission rate from this replica (a token bucket holding a tenth
+// of a second of it, plus one: n replicas give n times the rate, as the
+// order-service's buckets let n times the rate order), and to a person who
+// asks again the pass they were given (until it expires), so polling does
+// not use the rate up.
+type passBook struct {
+	signer *grant.Signer
+
+	mu      sync.Mutex
+	byQueue map[string]*rate.Limiter
+	held    map[string]queue.Token // by queue "\x00" user
+}
+
+func (b *passBook) holding(q, user string, now time.Time) (queue.Token, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.held[q+"\x00"+user]
+	return t, ok && now.Before(t.ExpiresAt)
+}
+
+func (b *passBook) give(q, user string, cfg queue.Config, now time.Time) (queue.Token, error) {
+	limit, burst := rate.Limit(cfg.AdmissionRatePerSec), int(math.Ceil(cfg.AdmissionRatePerSec/10))+1
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.held) >= maxHeldPasses {
+		for k, t := range b.held {
+			if !now.Before(t.ExpiresAt) {
+				delete(b.held, k)
+			}
+		}
+		if len(b.held) >= maxHeldPasses {
+			return queue.Token{}, errPassesUsedUp
+		}
+	}
+	lim, ok := b.byQueue[q]
+	switch {
+	case !ok:
+		lim = rate.NewLimiter(limit, burst)
+		b.byQueue[q] = lim
+	case lim.Limit() != limit || lim.Burst() != burst:
+		lim.SetLimit(limit)
+		lim.SetBurst(burst)
+	}
+	if !lim.AllowN(now, 1) {
+		return queue.Token{}, errPassesUsedUp
+	}
+	gs, err := b.signer.Grants(q, 0, 1, now)
+	if err != nil {
+		return queue.Token{}, err
+	}
+	t := queue.Token{Secret: gs[0].Secret, ID: gs[0].TokenID, ActivateAt: now.UTC(),
+		ExpiresAt: now.Add(time.Duration(cfg.TokenTTLSeconds) * time.Second).UTC()}
+	b.held[q+"\x00"+user] = t
+	return t, nil
 }

@@ -18,26 +18,33 @@ import (
 // (Metrics.Entered). While Redis does not answer, a queue that fails OPEN
 // answers the BYPASS standing (see bypass).
 func (s *Service) Enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
-	st, err := s.enter(ctx, q, user, solution)
-	st, err = s.bypass(q, true, st, err)
+	st, proved, err := s.enter(ctx, q, user, solution)
+	st, err = s.bypass(q, user, true, proved, st, err)
 	s.m.Entered(outcome(st, err))
 	return st, err
 }
 
-func (s *Service) enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
+// enter is Enter before the outage is looked at; proved reports a solution
+// that passed every check but its single use (which only the store can
+// record), at the queue's difficulty as last read.
+func (s *Service) enter(ctx context.Context, q, user, solution string) (st queue.Standing, proved bool, err error) {
 	if err := checkIDs(q, user); err != nil {
-		return queue.Standing{}, err
+		return queue.Standing{}, false, err
 	}
 	var proof queue.Proof
 	if solution != "" {
 		p, err := s.signer.Check(q, user, solution)
 		if err != nil {
-			return queue.Standing{}, fmt.Errorf("%w: %w", queue.ErrChallengeFailed, err)
+			return queue.Standing{}, false, fmt.Errorf("%w: %w", queue.ErrChallengeFailed, err)
 		}
 		proof = queue.Proof{ID: p.ID, Bits: p.Bits, ExpiresAt: p.ExpiresAt}
+		if s.configs != nil {
+			cfg, ok := s.configs.Get(q)
+			proved = ok && int64(p.Bits) >= cfg.PowDifficultyBits
+		}
 	}
-	st, err := s.store.EnterWithProof(ctx, q, user, proof)
-	return s.withTicket(q, user, st), err
+	st, err = s.store.EnterWithProof(ctx, q, user, proof)
+	return s.withTicket(q, user, st), proved, err
 }
 
 // Challenge issues user an enter challenge for queue q at the queue's
@@ -48,6 +55,11 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 		return challenge.Challenge{}, err
 	}
 	kind, bits, err := s.store.Challenge(ctx, q)
+	if cfg, open := s.failsOpen(q, err); open && err != nil {
+		// Redis is down and q fails OPEN: an enter with a solution gets a
+		// pass, so the challenge is issued at the difficulty last read.
+		kind, bits, err = cfg.EnterChallenge, cfg.PowDifficultyBits, nil
+	}
 	if err != nil {
 		return challenge.Challenge{}, err
 	}
@@ -71,7 +83,7 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 // answers, exactly, and a WAITING answer carries a ticket for next time.
 func (s *Service) Position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
 	st, err := s.position(ctx, q, user, tk)
-	st, err = s.bypass(q, false, st, err)
+	st, err = s.bypass(q, user, false, false, st, err)
 	s.m.Positioned(outcome(st, err))
 	return st, err
 }

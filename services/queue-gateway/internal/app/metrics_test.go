@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/challenge"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
 )
@@ -65,7 +66,12 @@ func (l limiter) Allow(context.Context, string) (bool, time.Duration, error) {
 
 func newService(t *testing.T, s store, limits app.Limits) (*app.Service, *counts) {
 	t.Helper()
-	return newServiceWith(t, s, limits, configs{"open-q": openConfig()})
+	svc, m := newServiceWith(t, s, limits, configs{cfgs: map[string]queue.Config{"open-q": openConfig()}})
+	signer, err := grant.NewSigner(passKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.WithPasses(signer), m
 }
 
 func newServiceWith(t *testing.T, s store, limits app.Limits, c app.Configs) (*app.Service, *counts) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
@@ -32,6 +33,7 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 		EnterRateLimitPerIP: 5, EnterChallengeTTL: time.Minute}
 	cfg.Redis.URL = redisSrv.URL()
 	cfg.DevMode = true
+	cfg.EntryTokens.Keys = []string{passKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -65,13 +67,29 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 	// known yet, and answers 503.)
 	time.Sleep(2 * time.Second)
 	redisSrv.Stop()
-	checkBypass(t, "ann's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann))
+	// 503 until the gateway's probe finds Redis down (a few failed
+	// refreshes in a row), then BYPASS.
+	var annPass string
+	testenv.WaitFor(t, 10*time.Second, "ann's position BYPASS", func() bool {
+		r := c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann)
+		if r.status == http.StatusServiceUnavailable {
+			return false
+		}
+		annPass = checkBypass(t, "ann's position", r)
+		return true
+	})
 	// Three times the enter limit, from one address: the limiter is in
-	// Redis too, and BYPASS is not held back by it.
-	for i := range 3 * cfg.EnterRateLimitPerIP {
-		checkBypass(t, fmt.Sprintf("bob's enter %d", i+1), c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", bob))
+	// Redis too, and BYPASS is not held back by it. Bob is given one pass,
+	// and the same pass again.
+	bobPass := checkBypass(t, "bob's enter 1", c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", bob))
+	for i := 1; i < 3*cfg.EnterRateLimitPerIP; i++ {
+		if p := checkBypass(t, fmt.Sprintf("bob's enter %d", i+1), c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", bob)); p != bobPass {
+			t.Fatalf("bob's enter %d: another pass", i+1)
+		}
 	}
-	checkBypass(t, "bob's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", bob))
+	if p := checkBypass(t, "bob's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", bob)); p != bobPass || p == annPass {
+		t.Fatalf("bob's position: pass %q, want his own %q (ann's is %q)", p, bobPass, annPass)
+	}
 
 	for _, r := range []struct{ what, method, path, tok string }{
 		{"enter, fails CLOSED", http.MethodPost, "/api/v1/queues/fails-closed/enter", bob},
@@ -118,8 +136,12 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 	}
 }
 
-// checkBypass: a 200 BYPASS standing with no place and a ~5 s poll hint.
-func checkBypass(t *testing.T, what string, r response) {
+// passKey signs the passes of the gateway under test, as ENTRY_TOKEN_KEYS.
+const passKey = "gateway-test-pass-key-0123456789abcdef"
+
+// checkBypass: a 200 BYPASS standing with no place, a ~5 s poll hint and
+// a pass the order-service accepts for the queue; it returns the pass.
+func checkBypass(t *testing.T, what string, r response) string {
 	t.Helper()
 	st := r.standing(t)
 	retry, _ := strconv.Atoi(r.header.Get("Retry-After"))
@@ -129,6 +151,14 @@ func checkBypass(t *testing.T, what string, r response) {
 		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of fails-open (OPEN, 40/s, place 0, retry 4-6 s)",
 			what, r.status, r.body, r.header.Get("Retry-After"))
 	}
+	signer, err := grant.NewSigner([]byte(passKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := signer.Check("fails-open", st.Token); err != nil || v.TokenID != st.TokenID {
+		t.Fatalf("%s: pass %q (id %q) checks as %+v %v", what, st.Token, st.TokenID, v, err)
+	}
+	return st.Token
 }
 
 // client speaks to the wired gateway over HTTP.
@@ -152,6 +182,8 @@ type standing struct {
 	EtaSeconds          int64   `json:"etaSeconds"`
 	RetryAfterMs        int64   `json:"retryAfterMs"`
 	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
+	Token               string  `json:"token"`
+	TokenID             string  `json:"tokenId"`
 }
 
 func (r response) standing(t *testing.T) standing {

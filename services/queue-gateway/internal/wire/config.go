@@ -26,6 +26,10 @@ type Config struct {
 	config.Auth
 	config.Proxies
 	config.Tickets
+	// EntryTokens signs the passes a queue that fails OPEN hands out
+	// while Redis is down (ENTRY_TOKEN_KEYS, the dispatcher's and the
+	// order-service's list).
+	config.EntryTokens
 	// EnterRateLimitPerIP is enters per second per client IP; 0 turns it off.
 	EnterRateLimitPerIP int `env:"ENTER_RATE_LIMIT_PER_IP" envDefault:"10"`
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
@@ -47,7 +48,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		}
 	}
 	// Every queue's configuration in memory, so a queue that fails OPEN
-	// still answers (BYPASS) while Redis is down.
+	// still answers (BYPASS, with a pass) while Redis is down; its
+	// refreshes are the probe that tells whether Redis is.
 	configs := redisstore.NewConfigCache(store, time.Second)
 	b.Group.Go("config cache", configs.Run)
 	// The admission frontier of every queue polled here, so a poll with a
@@ -60,7 +62,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	svc.WithTickets(tickets, frontiers)
+	passes, err := grant.FromSettings(cfg.EntryTokens.Keys)
+	if err != nil {
+		return nil, err
+	}
+	svc.WithTickets(tickets, frontiers).WithPasses(passes)
 	RegisterQueueLengths(b.Registry, svc, log)
 	page := cfg.page()
 	h, err := httpapi.New(httpapi.Options{

@@ -16,8 +16,8 @@ const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD
 // scheduled sale to start), waiting, admitted (holding a pass), ordering (an
 // order request is out), checking (asking the gateway where we stand after
 // a failed order or a lapsed pass), bypass (the waiting room is down and the
-// sale lets everyone order without a pass), expired, done. bypass stays true
-// while an order placed without a pass is out.
+// sale lets people order with a pass the gateway signed meanwhile), expired,
+// done. bypass stays true while an order placed with such a pass is out.
 const S = {
   cfg: null, queue: '', jwt: '', phase: 'idle', firstPosition: 0, retryMs: 1000, skew: 0,
   pass: null, products: [], retryNote: '', es: null, pollTimer: 0, silenceTimer: 0, clock: 0,
@@ -363,7 +363,7 @@ function onStanding(s, fromGateway) {
   const back = S.phase === 'bypass' && s.state !== 'BYPASS';
   if (back) leaveBypass(); // the line is back: follow it
   switch (s.state) {
-    case 'BYPASS': return bypassed();
+    case 'BYPASS': return bypassed(s, fromGateway);
     case 'PRE_QUEUE': return preQueued(s);
     case 'WAITING': return waiting(s);
     case 'ADMITTED':
@@ -480,14 +480,18 @@ function notInLine(back) {
 // ---- the waiting room bypassed ----
 
 // bypassed opens the order form to someone the gateway answered BYPASS: its
-// store is down and this sale lets everyone order meanwhile, without a pass
-// (the shop holds the orders to the line's pace). The page keeps asking at
-// the gateway's retryAfterMs; when the answer is anything else, the line is
+// store is down and this sale lets people order meanwhile with the pass the
+// gateway signed for them (the shop checks it without the store and holds
+// the orders to the line's pace). A stream's BYPASS carries no secret: the
+// page asks the gateway for the pass. The page keeps asking at the
+// gateway's retryAfterMs; when the answer is anything else, the line is
 // back and the page follows it (onStanding).
-function bypassed() {
-  if (S.phase === 'bypass') return; // still bypassed: the next poll is already due
+function bypassed(s, fromGateway) {
+  if (S.phase === 'bypass' && S.pass) return; // still bypassed: the next poll is already due
+  if (!s.token) return fromGateway ? undefined : poll(); // the pass is the gateway's to give
   stopAll();
-  Object.assign(S, { phase: 'bypass', bypass: true, pass: null, retryNote: '' });
+  Object.assign(S, { phase: 'bypass', bypass: true, retryNote: '' });
+  S.pass = { token: s.token, activateAt: Date.parse(s.activateAt), expiresAt: Date.parse(s.expiresAt) };
   show('line result countdown expiry', false);
   show('turn bypass-note order-form', true);
   $('turn-h').textContent = 'Order now';
@@ -500,7 +504,7 @@ function bypassed() {
 // what the gateway says now.
 function leaveBypass() {
   stopAll();
-  Object.assign(S, { phase: 'idle', bypass: false });
+  Object.assign(S, { phase: 'idle', bypass: false, pass: null });
   show('turn bypass-note', false);
 }
 
@@ -669,8 +673,8 @@ async function placeOrder(e) {
   // One key per click: every retry of this click reuses it, so it orders at most once.
   const key = randomHex(16);
   const body = JSON.stringify({ queueId: S.queue, productId: $('product').value, quantity: Number($('quantity').value) });
-  // Bypassed, there is no pass to show: the shop takes the order without one.
-  const pass = S.bypass ? {} : { 'X-Entry-Token': S.pass.token };
+  // Bypassed, the pass is the one the gateway signed while its store is down.
+  const pass = { 'X-Entry-Token': S.pass.token };
   const headers = { ...bearer(), ...pass, 'Idempotency-Key': key, 'Content-Type': 'application/json' };
   for (let failures = 0; ;) {
     let r;
@@ -708,13 +712,15 @@ function orderAnswered(r) {
   }
 }
 
-// bypassOrderFailed answers a failed order placed without a pass: there is
-// no pass to wait for, so the form opens again, unless the shop wants a pass
-// again (the line is back) and the gateway says where we stand.
+// bypassOrderFailed answers a failed order placed with a bypass pass: no
+// pass comes back (nothing was taken from the store), so the form opens
+// again, unless the shop checks passes in the store again (the line is
+// back) and the gateway says where we stand.
 function bypassOrderFailed(r) {
   switch (r.body.type) {
     case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
     case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
+    case 'token-already-used': return done('ok', 'You already ordered with this pass.');
     case 'unauthorized': return signedOut();
     case 'invalid-entry-token':
       leaveBypass();
