@@ -36,6 +36,8 @@ GATEWAY=${GATEWAY:-http://127.0.0.1:$page_port}
 ORDERS=${ORDERS:-http://127.0.0.1:${api_port[order-service]}}
 
 export AUTH_DEV_MODE=true
+# Entry tokens signed, so a queue that fails OPEN sells to their holders while Redis is down.
+export ENTRY_TOKEN_KEYS=${ENTRY_TOKEN_KEYS:-dev-only-insecure-entry-token-key-do-not-use-in-production}
 export LOG_LEVEL=${LOG_LEVEL:-info}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export AMQP_URL=${AMQP_URL:-amqp://guest:guest@127.0.0.1:5672/}
