@@ -23,8 +23,12 @@ import (
 // answers enter and position with BYPASS (its cached state and rate, no
 // place, a poll hint of ~5 s), even past the enter limit; one that fails
 // CLOSED, an unknown queue, leave and the admin API answer 503
-// backend-unavailable with Retry-After. With Redis back (empty) and the
-// queues re-created, the line resumes: WAITING at place 1, no BYPASS.
+// backend-unavailable with Retry-After. A queue that fails OPEN and asks
+// for proof of work lets people through without one while Redis is down
+// (the challenge's single-use record and the place are Redis's): the
+// order-service's per-queue bucket is what holds them then. With Redis
+// back (empty) and the queues re-created, the line resumes: WAITING at
+// place 1, no BYPASS, and the proof of work is asked for again (428).
 func TestFailModeThroughARedisOutage(t *testing.T) {
 	t.Parallel()
 	redisSrv := testenv.StartRedisServer(t)
@@ -54,6 +58,8 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 		t.Helper()
 		c.put("/admin/v1/queues/fails-closed", admin, map[string]any{})
 		c.put("/admin/v1/queues/fails-open", admin, map[string]any{"failMode": "OPEN", "admissionRatePerSec": 40})
+		c.put("/admin/v1/queues/fails-open-pow", admin, map[string]any{"failMode": "OPEN", "admissionRatePerSec": 40,
+			"enterChallenge": "PROOF_OF_WORK", "powDifficultyBits": 20})
 	}
 	createQueues()
 	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", ann); r.status != http.StatusOK || r.standing(t).State != "WAITING" {
@@ -72,6 +78,7 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 		checkBypass(t, fmt.Sprintf("bob's enter %d", i+1), c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", bob))
 	}
 	checkBypass(t, "bob's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", bob))
+	checkBypassOf(t, "fails-open-pow", "bob's enter without a proof of work", c.do(http.MethodPost, "/api/v1/queues/fails-open-pow/enter", bob))
 
 	for _, r := range []struct{ what, method, path, tok string }{
 		{"enter, fails CLOSED", http.MethodPost, "/api/v1/queues/fails-closed/enter", bob},
@@ -91,7 +98,7 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 	}
 	metrics := c.metrics("http://" + srv.OpsAddr() + "/metrics")
 	for series, want := range map[string]int{
-		`waitingroom_gateway_enter_total{outcome="bypass"}`:           3 * cfg.EnterRateLimitPerIP,
+		`waitingroom_gateway_enter_total{outcome="bypass"}`:           3*cfg.EnterRateLimitPerIP + 1,
 		`waitingroom_gateway_position_requests_total{state="bypass"}`: 2,
 		`waitingroom_gateway_enter_total{outcome="unavailable"}`:      2,
 	} {
@@ -113,6 +120,9 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 			t.Errorf("bob's enter on %s after the outage: %d %s, want WAITING at 1", q, r.status, r.body)
 		}
 	}
+	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open-pow/enter", bob); r.status != http.StatusPreconditionRequired {
+		t.Errorf("bob's enter without a proof of work after the outage: %d %s, want 428", r.status, r.body)
+	}
 	if r := c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann); r.status != http.StatusOK || r.standing(t).State != "NOT_IN_QUEUE" {
 		t.Errorf("ann's position after the outage (her place went with Redis): %d %s, want NOT_IN_QUEUE", r.status, r.body)
 	}
@@ -121,13 +131,19 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 // checkBypass: a 200 BYPASS standing with no place and a ~5 s poll hint.
 func checkBypass(t *testing.T, what string, r response) {
 	t.Helper()
+	checkBypassOf(t, "fails-open", what, r)
+}
+
+// checkBypassOf is checkBypass for queue q.
+func checkBypassOf(t *testing.T, q, what string, r response) {
+	t.Helper()
 	st := r.standing(t)
 	retry, _ := strconv.Atoi(r.header.Get("Retry-After"))
-	if r.status != http.StatusOK || st.State != "BYPASS" || st.QueueID != "fails-open" || st.QueueState != "OPEN" ||
+	if r.status != http.StatusOK || st.State != "BYPASS" || st.QueueID != q || st.QueueState != "OPEN" ||
 		st.AdmissionRatePerSec != 40 || st.Position != 0 || st.Ahead != 0 || st.EtaSeconds != 0 ||
 		st.RetryAfterMs < 4000 || st.RetryAfterMs > 6000 || retry < 4 || retry > 6 {
-		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of fails-open (OPEN, 40/s, place 0, retry 4-6 s)",
-			what, r.status, r.body, r.header.Get("Retry-After"))
+		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of %s (OPEN, 40/s, place 0, retry 4-6 s)",
+			what, r.status, r.body, r.header.Get("Retry-After"), q)
 	}
 }
 
