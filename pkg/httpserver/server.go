@@ -63,7 +63,7 @@ func New(addr string, h http.Handler, log *slog.Logger, o Options) (*Server, err
 	}
 	return &Server{
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           limitHead(h),
 			ReadHeaderTimeout: header,
 			ReadTimeout:       o.Timeouts.ReadTimeout,
 			WriteTimeout:      o.Timeouts.WriteTimeout,
