@@ -52,21 +52,28 @@ func New(addr string, h http.Handler, log *slog.Logger, o Options) (*Server, err
 	if err != nil {
 		return nil, fmt.Errorf("httpserver: %s: listen %s: %w", o.Name, addr, err)
 	}
+	tl, ok := ln.(*net.TCPListener)
+	if !ok {
+		_ = ln.Close()
+		return nil, fmt.Errorf("httpserver: %s: listen %s: not a TCP listener", o.Name, addr)
+	}
 	header := maxHeaderTimeout
 	if t := o.Timeouts.ReadTimeout; t > 0 && t < header {
 		header = t
 	}
 	return &Server{
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           limitHead(h),
 			ReadHeaderTimeout: header,
 			ReadTimeout:       o.Timeouts.ReadTimeout,
 			WriteTimeout:      o.Timeouts.WriteTimeout,
 			IdleTimeout:       o.Timeouts.IdleTimeout,
-			MaxHeaderBytes:    16 << 10,
-			ErrorLog:          slog.NewLogLogger(log.With("listener", o.Name).Handler(), slog.LevelWarn),
+			// net/http reads MaxHeaderBytes plus its slack before it
+			// refuses a head: together they are the documented limit.
+			MaxHeaderBytes: MaxHeaderBytes - netHTTPReadSlack,
+			ErrorLog:       slog.NewLogLogger(log.With("listener", o.Name).Handler(), slog.LevelWarn),
 		},
-		ln:              ln,
+		ln:              headerLimitListener{tl},
 		name:            o.Name,
 		log:             log.With("listener", o.Name),
 		shutdownTimeout: o.Timeouts.ShutdownTimeout,

@@ -27,6 +27,9 @@ const (
 	TypeBackendUnavailable = "backend-unavailable"
 	TypeInternal           = "internal-error"
 	TypeUnsupportedMedia   = "unsupported-media-type"
+	// TypeHeadersTooLarge (431): the request line and headers are over
+	// 16 KiB; net/http closes the connection after it.
+	TypeHeadersTooLarge = "headers-too-large"
 
 	// The waiting line (queue-gateway, notification-service).
 	TypeInvalidQueueID = "invalid-queue-id"

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -63,5 +64,44 @@ func TestDrawOrderIsUniformAndIgnoresArrival(t *testing.T) {
 	}
 	if math.Abs(early-149.5) > 6 {
 		t.Errorf("the first 30 to arrive got mean drawn place %.1f, want 149.5 ± 6", early)
+	}
+}
+
+// TestManyAccountsGetTheirShareOfTheDraw: a scalper pre-queues 100
+// accounts among 900 people, all of them (ids a bot picks, "bot-000".. ,
+// beside ordinary ones) before the start. Over 200 fixed seeds its
+// accounts get on average their share of the first 100 drawn places, 10
+// (within ±1), and more than 20 of them in no draw: more accounts buy
+// more lottery tickets, not better ones, and the ids they chose do not
+// help.
+func TestManyAccountsGetTheirShareOfTheDraw(t *testing.T) {
+	var users []string
+	for i := range 900 {
+		users = append(users, fmt.Sprintf("user-%03d", i))
+	}
+	for i := range 100 {
+		users = append(users, fmt.Sprintf("bot-%03d", i))
+	}
+	const seeds, head = 200, 100
+	total, most := 0, 0
+	for i := range seeds {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("accounts-seed-%d", i)))
+		order, err := queue.DrawOrder(hex.EncodeToString(sum[:]), users)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, u := range order[:head] {
+			if strings.HasPrefix(u, "bot-") {
+				n++
+			}
+		}
+		total += n
+		most = max(most, n)
+	}
+	mean := float64(total) / seeds
+	t.Logf("the scalper's 100 of 1,000 accounts: %.2f of the first %d places on average, at most %d", mean, head, most)
+	if math.Abs(mean-10) > 1 || most > 20 {
+		t.Fatalf("the scalper's accounts got %.2f of the first %d places on average (at most %d), want 10 ± 1 and never more than 20", mean, head, most)
 	}
 }

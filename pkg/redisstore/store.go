@@ -276,7 +276,9 @@ func float(v any) float64 {
 
 func msTime(v any) time.Time {
 	ms, err := strconv.ParseInt(str(v), 10, 64)
-	if err != nil {
+	if err != nil || ms <= 0 {
+		// The scripts answer 0 for a time that has not come (a draw not
+		// started or not done): the zero time, never 1970.
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()

@@ -22,3 +22,20 @@ func TestCheckDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Check allocates %.1f times, want 0", allocs)
 	}
 }
+
+// A poll answered from the frontier hands its ticket back through
+// CheckCurrent: a ticket of the first key, every ticket outside a
+// rotation, must cost no allocation either.
+func TestCheckCurrentOfTheFirstKeyDoesNotAllocate(t *testing.T) {
+	s := signer(t, keyA, keyB)
+	tk := s.Sign("sale", "alice", Place{Generation: 7, Seq: 42})
+	var got string
+	var err error
+	allocs := testing.AllocsPerRun(1000, func() { _, got, err = s.CheckCurrent("sale", "alice", tk) })
+	if err != nil || got != tk {
+		t.Fatalf("CheckCurrent: %q %v", got, err)
+	}
+	if allocs != 0 {
+		t.Fatalf("CheckCurrent allocates %.1f times, want 0", allocs)
+	}
+}

@@ -12,7 +12,9 @@
 //
 // Keys rotate without downtime: a Signer holds a list, signs with the first
 // and accepts any. Deploy the new key second everywhere, then first, then
-// drop the old one once the longest wait has passed.
+// drop the old one once the longest wait has passed. CheckCurrent re-signs
+// a ticket of a later key with the first, so holders who poll move to the
+// new key while the old one is still accepted.
 //
 // Wire form:
 //
@@ -144,32 +146,56 @@ func (s *Signer) Sign(q, user string, p Place) string {
 // Check returns the place t names, if t was signed for user in queue q by
 // any of the keys.
 func (s *Signer) Check(q, user, t string) (Place, error) {
+	p, _, err := s.check(q, user, t)
+	return p, err
+}
+
+// CheckCurrent is Check that also returns the ticket the holder should
+// keep: t itself when the first key signed it, else the same place signed
+// with the first key. An answer that hands back a ticket hands back this
+// one, so during a rotation (the new key first, the old one still listed)
+// every holder who polls moves to the new key before the old one is
+// dropped, and an answer never carries a ticket of a key that no longer
+// signs. A current ticket costs nothing more than Check.
+func (s *Signer) CheckCurrent(q, user, t string) (Place, string, error) {
+	p, key, err := s.check(q, user, t)
+	if err != nil {
+		return Place{}, "", err
+	}
+	if key > 0 {
+		t = s.Sign(q, user, p)
+	}
+	return p, t, nil
+}
+
+// check returns the place t names and the index of the key that signed it.
+func (s *Signer) check(q, user, t string) (Place, int, error) {
 	if len(t) != encodedLen {
-		return Place{}, ErrMalformed
+		return Place{}, 0, ErrMalformed
 	}
 	rawP, rawM, ok := strings.Cut(t, ".")
 	if !ok || len(rawP) != enc.EncodedLen(payloadLen) || len(rawM) != enc.EncodedLen(macLen) {
-		return Place{}, ErrMalformed
+		return Place{}, 0, ErrMalformed
 	}
 	// Decoded into arrays on the stack: a poll's check allocates nothing.
 	var payload [payloadLen]byte
 	if n, err := enc.Decode(payload[:], []byte(rawP)); err != nil || n != payloadLen || payload[0] != version {
-		return Place{}, ErrMalformed
+		return Place{}, 0, ErrMalformed
 	}
 	var m [macLen]byte
 	if n, err := enc.Decode(m[:], []byte(rawM)); err != nil || n != macLen {
-		return Place{}, ErrMalformed
+		return Place{}, 0, ErrMalformed
 	}
-	for _, k := range s.keys {
+	for i, k := range s.keys {
 		if k.equal(m[:], q, user, payload[:]) {
 			p := Place{Generation: int64(binary.BigEndian.Uint64(payload[1:9])), Seq: int64(binary.BigEndian.Uint64(payload[9:17]))}
 			if p.Generation < 0 || p.Seq <= 0 {
-				return Place{}, ErrMalformed // signed by us, so never: a key mix-up
+				return Place{}, 0, ErrMalformed // signed by us, so never: a key mix-up
 			}
-			return p, nil
+			return p, i, nil
 		}
 	}
-	return Place{}, ErrForged
+	return Place{}, 0, ErrForged
 }
 
 func FromSettings(keys []string, jwtSecret, devSecret string, dev bool) (*Signer, error) {

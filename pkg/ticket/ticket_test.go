@@ -102,6 +102,42 @@ func TestRotation(t *testing.T) {
 	}
 }
 
+// TestCheckCurrentMovesHoldersToTheFirstKey: a ticket of the first key is
+// handed back as it is; one of a later key comes back re-signed with the
+// first, for the same place, and that one still passes once the old key is
+// dropped; a refused ticket gets no ticket at all.
+func TestCheckCurrentMovesHoldersToTheFirstKey(t *testing.T) {
+	place := Place{Generation: 7, Seq: 9}
+	old := signer(t, keyA).Sign("sale", "alice", place)
+	during := signer(t, keyB, keyA)
+	fresh := during.Sign("sale", "alice", place)
+
+	p, kept, err := during.CheckCurrent("sale", "alice", fresh)
+	if err != nil || p != place || kept != fresh {
+		t.Fatalf("first key's ticket: %+v %q %v; want the place and the same ticket", p, kept, err)
+	}
+	p, moved, err := during.CheckCurrent("sale", "alice", old)
+	if err != nil || p != place || moved == old {
+		t.Fatalf("second key's ticket: %+v %q %v; want the place and a new ticket", p, moved, err)
+	}
+	after := signer(t, keyB)
+	if p, err := after.Check("sale", "alice", moved); err != nil || p != place {
+		t.Fatalf("the re-signed ticket once the old key is dropped: %+v %v", p, err)
+	}
+	if _, err := after.Check("sale", "alice", old); !errors.Is(err, ErrForged) {
+		t.Fatalf("the old ticket once its key is dropped: %v, want forged", err)
+	}
+	refused := 0
+	for _, tk := range []string{old, "garbage", signer(t, keyA).Sign("sale", "bob", place)} {
+		if _, got, err := after.CheckCurrent("sale", "alice", tk); err != nil && got == "" {
+			refused++
+		}
+	}
+	if refused != 3 {
+		t.Fatalf("%d of 3 tickets not issued under the listed keys refused without a ticket", refused)
+	}
+}
+
 func TestNewSignerRefusesShortKeys(t *testing.T) {
 	if _, err := NewSigner(); err == nil {
 		t.Fatal("no key accepted")

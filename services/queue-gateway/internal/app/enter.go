@@ -106,12 +106,15 @@ func (s *Service) PositionFromFrontier(q, user, tk string) (queue.Standing, bool
 
 // fromFrontier answers user's poll with ticket tk from q's admission
 // frontier when it can (ok, the read counted); err when tk was not issued
-// to user for q. Without tickets or a ticket it answers nothing.
+// to user for q. Without tickets or a ticket it answers nothing. The
+// answer's ticket is tk re-signed with the first key when another key
+// signed it: handed back as it came, a ticket of a key being rotated out
+// would be refused, once that key is dropped, at the holder's next poll.
 func (s *Service) fromFrontier(q, user, tk string) (queue.Standing, bool, error) {
 	if tk == "" || s.tickets == nil {
 		return queue.Standing{}, false, nil
 	}
-	place, err := s.tickets.Check(q, user, tk)
+	place, current, err := s.tickets.CheckCurrent(q, user, tk)
 	if err != nil {
 		return queue.Standing{}, false, fmt.Errorf("%w: %w", ErrTicketInvalid, err)
 	}
@@ -122,7 +125,7 @@ func (s *Service) fromFrontier(q, user, tk string) (queue.Standing, bool, error)
 	if !ok {
 		return queue.Standing{}, false, nil
 	}
-	st.Ticket = tk
+	st.Ticket = current
 	s.m.PositionRead(readFrontier)
 	return st, true, nil
 }

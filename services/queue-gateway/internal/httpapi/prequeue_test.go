@@ -1,11 +1,14 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // drawBody is the draw object of the admin and public queue views.
@@ -99,5 +102,114 @@ func TestPreQueueOverHTTP(t *testing.T) {
 	r.json(t, &after)
 	if r.status != http.StatusOK || after.StartsAt != admin1.StartsAt || after.Draw.State != "DRAWING" || after.Draw.PreQueued != 3 || after.Draw.StartedAt == "" {
 		t.Errorf("repeating the start time after it: %d %s", r.status, r.body)
+	}
+}
+
+// TestDrawTimesAreAbsentUntilTheyHappen: the public and admin views of a
+// queue whose start is still ahead carry no startedAt and no drawnAt (the
+// store's 0 used to come out as 1970-01-01); once the pre-queue closes
+// startedAt is set, once the draw is done drawnAt too.
+func TestDrawTimesAreAbsentUntilTheyHappen(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := context.Background()
+	admin := h.admin()
+	starts := time.Now().Add(time.Second).UTC().Truncate(time.Millisecond)
+	q := h.newQueue(map[string]any{"startsAt": starts.Format(time.RFC3339Nano)})
+	pre := []string{"a", "b", "c"}
+	for _, u := range pre {
+		if r, st, err := h.enter(q, u); err != nil || st.State != "PRE_QUEUE" {
+			t.Fatalf("enter %s: %d %+v %v", u, r.status, st, err)
+		}
+	}
+	// views reads the draw object of the public and the admin view as
+	// their JSON has it.
+	views := func() [2]map[string]any {
+		t.Helper()
+		var out [2]map[string]any
+		for i, r := range []response{
+			h.must(http.MethodGet, "/api/v1/queues/"+q, "", nil),
+			h.must(http.MethodGet, "/admin/v1/queues/"+q, admin, nil),
+		} {
+			var v struct {
+				Draw map[string]any `json:"draw"`
+			}
+			r.json(t, &v)
+			if r.status != http.StatusOK || v.Draw == nil {
+				t.Fatalf("view %d: %d %s", i, r.status, r.body)
+			}
+			out[i] = v.Draw
+		}
+		return out
+	}
+	// at reads a draw time, which must be a time of this test's run.
+	at := func(name string, d map[string]any) time.Time {
+		t.Helper()
+		s, ok := d[name].(string)
+		if !ok {
+			t.Fatalf("%s is %v, want a time", name, d[name])
+		}
+		ts, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || ts.Before(starts.Add(-time.Second)) || ts.After(time.Now().Add(time.Second)) {
+			t.Fatalf("%s %q (%v): not a time of this test's run", name, s, err)
+		}
+		return ts
+	}
+	absent := 0
+	for i, d := range views() {
+		_, started := d["startedAt"]
+		_, drawn := d["drawnAt"]
+		if d["state"] != "SCHEDULED" || started || drawn {
+			t.Errorf("view %d before the start: %v; want SCHEDULED without startedAt and drawnAt", i, d)
+			continue
+		}
+		absent++
+	}
+	if absent != 2 {
+		t.Fatalf("%d of 2 views before the start omit both times", absent)
+	}
+
+	time.Sleep(time.Until(starts) + 50*time.Millisecond)
+	if r, st, err := h.enter(q, "late"); err != nil || st.State != "WAITING" {
+		t.Fatalf("enter after the start: %d %+v %v", r.status, st, err)
+	}
+	for i, d := range views() {
+		if _, drawn := d["drawnAt"]; d["state"] != "DRAWING" || drawn {
+			t.Errorf("view %d while drawing: %v; want DRAWING without drawnAt", i, d)
+		}
+		if s := at("startedAt", d); s.Before(starts) {
+			t.Errorf("view %d: startedAt %v before the start %v", i, s, starts)
+		}
+	}
+
+	epoch, err := h.store.AcquireLease(ctx, q, "draw-test", 10*time.Second)
+	if err != nil || epoch < 1 {
+		t.Fatalf("lease: %d %v", epoch, err)
+	}
+	w, err := h.store.StartDraw(ctx, q, epoch, queue.DrawTotals{})
+	if err != nil || len(w.Remaining) != len(pre) {
+		t.Fatalf("start draw: %+v %v", w, err)
+	}
+	order, err := queue.DrawOrder(w.Seed, w.Remaining)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.PlaceDrawn(ctx, q, epoch, order); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := h.store.FinishDraw(ctx, q, epoch, queue.DrawTotals{}); err != nil || w.State != queue.DrawDrawn || w.Placed != 3 {
+		t.Fatalf("finish: %+v %v", w, err)
+	}
+	set := 0
+	for i, d := range views() {
+		started, drawn := at("startedAt", d), at("drawnAt", d)
+		if d["state"] != "DRAWN" || drawn.Before(started) {
+			t.Errorf("view %d after the draw: %v; want DRAWN, drawnAt not before startedAt", i, d)
+			continue
+		}
+		set++
+	}
+	if set != 2 {
+		t.Fatalf("%d of 2 views after the draw carry both times", set)
 	}
 }

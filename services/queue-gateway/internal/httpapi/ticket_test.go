@@ -187,6 +187,81 @@ func TestTicketKeyRotation(t *testing.T) {
 	}
 }
 
+// TestTicketRotationMovesFrontierAnswersToTheNewKey: during a rotation
+// (TICKET_KEYS new,old) a poll with an old-key ticket answered from the
+// frontier hands back the same place signed with the new key, not the old
+// ticket; once the old key is dropped that ticket is answered, from the
+// frontier too, and the holder never got a 403.
+func TestTicketRotationMovesFrontierAnswersToTheNewKey(t *testing.T) {
+	t.Parallel()
+	oldKey, newKey := bytes.Repeat([]byte("o"), 32), bytes.Repeat([]byte("n"), 32)
+	newOnly, err := ticket.NewSigner(newKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := newHarness(t, withTicketKeys(oldKey))
+	q := before.newQueue(map[string]any{"admissionRatePerSec": 50})
+	oldTickets := before.fillLine(q, 200)
+	const holder = 150
+	refused, polls := 0, 0
+	// poll is the holder's poll on gateway g with tk; it must be answered
+	// from the frontier when fromFrontier is set.
+	poll := func(g *harness, tk string, fromFrontier bool) standing {
+		t.Helper()
+		front0 := g.reads("frontier")
+		r, st := g.pollWith(q, userID(holder), tk)
+		polls++
+		if r.status == http.StatusForbidden {
+			refused++
+		}
+		if r.status != http.StatusOK || st.State != "WAITING" || st.Position != holder+1 {
+			t.Fatalf("poll %d: %d %s", polls, r.status, r.body)
+		}
+		if got := g.reads("frontier") - front0; fromFrontier && got != 1 {
+			t.Fatalf("poll %d: %d answers from the frontier, want 1", polls, got)
+		}
+		return st
+	}
+	// track makes gateway g follow q's frontier with another person's
+	// valid ticket (a gateway's first ticket poll of a queue goes to
+	// Redis), waits for it, and returns the ticket that poll handed back.
+	track := func(g *harness, tk string) string {
+		t.Helper()
+		r, st := g.pollWith(q, userID(100), tk)
+		if r.status != http.StatusOK || st.Ticket == "" {
+			t.Fatalf("tracking poll: %d %s", r.status, r.body)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for g.frontiers.Lookup(q) == nil {
+			if time.Now().After(deadline) {
+				t.Fatal("no frontier of the queue after 3 s")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return st.Ticket
+	}
+
+	during := newHarness(t, withTicketKeys(newKey, oldKey), withRedisURL(testenv.RedisURL(t)))
+	other := track(during, oldTickets[100])
+	st := poll(during, oldTickets[holder], true)
+	moved, err := newOnly.Check(q, userID(holder), st.Ticket)
+	if err != nil || moved.Seq != int64(holder+1) {
+		t.Fatalf("the frontier's answer to an old-key ticket carries %q (%+v, %v), want the place signed with the new key", st.Ticket, moved, err)
+	}
+	if again := poll(during, st.Ticket, true); again.Ticket != st.Ticket {
+		t.Fatalf("a new-key ticket came back as %q, want itself", again.Ticket)
+	}
+
+	after := newHarness(t, withTicketKeys(newKey), withRedisURL(testenv.RedisURL(t)))
+	track(after, other)
+	if got := poll(after, st.Ticket, true); got.Ticket != st.Ticket {
+		t.Fatalf("after the old key was dropped: ticket %q, want %q", got.Ticket, st.Ticket)
+	}
+	if refused != 0 || polls != 3 {
+		t.Fatalf("%d of the holder's %d polls refused, want 0 of 3", refused, polls)
+	}
+}
+
 // TestTicketPollSeesAdmissionWithin200ms: people polling with tickets
 // every 10 ms see ADMITTED within 200 ms of the tick that issued their
 // token (the TokenIssued event's time).

@@ -24,8 +24,12 @@ import (
 // answers enter and position with BYPASS (its cached state and rate, no
 // place, a poll hint of ~5 s), even past the enter limit; one that fails
 // CLOSED, an unknown queue, leave and the admin API answer 503
-// backend-unavailable with Retry-After. With Redis back (empty) and the
-// queues re-created, the line resumes: WAITING at place 1, no BYPASS.
+// backend-unavailable with Retry-After. A queue that fails OPEN and asks
+// for proof of work lets people through without one while Redis is down
+// (the challenge's single-use record and the place are Redis's): the
+// order-service's per-queue bucket is what holds them then. With Redis
+// back (empty) and the queues re-created, the line resumes: WAITING at
+// place 1, no BYPASS, and the proof of work is asked for again (428).
 func TestFailModeThroughARedisOutage(t *testing.T) {
 	t.Parallel()
 	redisSrv := testenv.StartRedisServer(t)
@@ -56,6 +60,8 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 		t.Helper()
 		c.put("/admin/v1/queues/fails-closed", admin, map[string]any{})
 		c.put("/admin/v1/queues/fails-open", admin, map[string]any{"failMode": "OPEN", "admissionRatePerSec": 40})
+		c.put("/admin/v1/queues/fails-open-pow", admin, map[string]any{"failMode": "OPEN", "admissionRatePerSec": 40,
+			"enterChallenge": "PROOF_OF_WORK", "powDifficultyBits": 20})
 	}
 	createQueues()
 	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open/enter", ann); r.status != http.StatusOK || r.standing(t).State != "WAITING" {
@@ -89,6 +95,12 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 	}
 	if p := checkBypass(t, "bob's position", c.do(http.MethodGet, "/api/v1/queues/fails-open/position", bob)); p != bobPass || p == annPass {
 		t.Fatalf("bob's position: pass %q, want his own %q (ann's is %q)", p, bobPass, annPass)
+	}
+	// A proof-of-work queue gives a pass only to an enter with a valid
+	// solution (checked without Redis): without one, 428 (the finding: an
+	// entrant with no solution got BYPASS).
+	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open-pow/enter", bob); r.status != http.StatusPreconditionRequired {
+		t.Fatalf("bob's enter without a proof of work, Redis down: %d %s, want 428", r.status, r.body)
 	}
 
 	for _, r := range []struct{ what, method, path, tok string }{
@@ -131,6 +143,9 @@ func TestFailModeThroughARedisOutage(t *testing.T) {
 			t.Errorf("bob's enter on %s after the outage: %d %s, want WAITING at 1", q, r.status, r.body)
 		}
 	}
+	if r := c.do(http.MethodPost, "/api/v1/queues/fails-open-pow/enter", bob); r.status != http.StatusPreconditionRequired {
+		t.Errorf("bob's enter without a proof of work after the outage: %d %s, want 428", r.status, r.body)
+	}
 	if r := c.do(http.MethodGet, "/api/v1/queues/fails-open/position", ann); r.status != http.StatusOK || r.standing(t).State != "NOT_IN_QUEUE" {
 		t.Errorf("ann's position after the outage (her place went with Redis): %d %s, want NOT_IN_QUEUE", r.status, r.body)
 	}
@@ -143,19 +158,25 @@ const passKey = "gateway-test-pass-key-0123456789abcdef"
 // a pass the order-service accepts for the queue; it returns the pass.
 func checkBypass(t *testing.T, what string, r response) string {
 	t.Helper()
+	return checkBypassOf(t, "fails-open", what, r)
+}
+
+// checkBypassOf is checkBypass for queue q.
+func checkBypassOf(t *testing.T, q, what string, r response) string {
+	t.Helper()
 	st := r.standing(t)
 	retry, _ := strconv.Atoi(r.header.Get("Retry-After"))
-	if r.status != http.StatusOK || st.State != "BYPASS" || st.QueueID != "fails-open" || st.QueueState != "OPEN" ||
+	if r.status != http.StatusOK || st.State != "BYPASS" || st.QueueID != q || st.QueueState != "OPEN" ||
 		st.AdmissionRatePerSec != 40 || st.Position != 0 || st.Ahead != 0 || st.EtaSeconds != 0 ||
 		st.RetryAfterMs < 4000 || st.RetryAfterMs > 6000 || retry < 4 || retry > 6 {
-		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of fails-open (OPEN, 40/s, place 0, retry 4-6 s)",
-			what, r.status, r.body, r.header.Get("Retry-After"))
+		t.Fatalf("%s with Redis down: %d %s Retry-After %q, want 200 BYPASS of %s (OPEN, 40/s, place 0, retry 4-6 s)",
+			what, r.status, r.body, r.header.Get("Retry-After"), q)
 	}
 	signer, err := grant.NewSigner([]byte(passKey))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, err := signer.Check("fails-open", st.Token); err != nil || v.TokenID != st.TokenID {
+	if v, err := signer.Check(q, st.Token); err != nil || v.TokenID != st.TokenID {
 		t.Fatalf("%s: pass %q (id %q) checks as %+v %v", what, st.Token, st.TokenID, v, err)
 	}
 	return st.Token
