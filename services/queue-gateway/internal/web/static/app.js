@@ -216,7 +216,14 @@ function signedOut() {
 // the front they are answered from the replicas' memory, not from Redis.
 // It is kept per queue for this tab's session; a new enter replaces it.
 const ticketKey = () => `ticket:${S.queue}`;
-function keepTicket(t) { sessionStorage.setItem(ticketKey(), t); }
+function keepTicket(t) {
+  const old = sessionStorage.getItem(ticketKey());
+  sessionStorage.setItem(ticketKey(), t);
+  // Re-signed with a new key (a rotation): the browser would reconnect the
+  // stream with the URL it opened, the old ticket, refused once the old key
+  // is dropped. Open it again with this one.
+  if (old && old !== t && S.es) openStream();
+}
 function dropTicket() { sessionStorage.removeItem(ticketKey()); }
 function withTicket(headers) {
   const t = sessionStorage.getItem(ticketKey());
