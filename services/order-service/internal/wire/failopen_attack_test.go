@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
 // A junk-token order whose token check is held 2.5 s on the way to Redis
@@ -98,4 +99,72 @@ func TestPoolUsedUpByLoadBypassesNothing(t *testing.T) {
 		t.Fatalf("%d orders (bypassed or not) from junk tokens, want 0", n)
 	}
 	t.Logf("900 junk orders on a 2-connection pool: %v, 0 orders", by)
+}
+
+// A genuine outage: the order-service's link to Redis cut for 10 s (Redis
+// itself up, keeping the line). Once the service's probe finds Redis down,
+// the admitted buyers of a queue that fails OPEN order with their signed
+// tokens and made-up tokens are refused; when the link is back, tokens are
+// checked in Redis again: a token used during the cut cannot order again
+// (409 token-already-used), and a buyer who waited orders as usual.
+func TestRedisCutTenSecondsTokenHoldersStillOrder(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{redisProxy: true, queue: failOpen})
+	s.product("p1", 100)
+	users := []string{"ann", "bob", "cid", "dee", "eve", "fay"}
+	tokens := s.admit(users...)
+	s.redisProxy.Cut()
+	cut := time.Now()
+	// Until the probe decides, the order is 503 and nothing is written.
+	var bypassedAfter time.Duration
+	for {
+		r := s.order("ann", tokens["ann"], "p1", 1)
+		if r.status == http.StatusCreated {
+			bypassedAfter = time.Since(cut)
+			break
+		}
+		if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" {
+			t.Fatalf("ann's order %v into the cut: %d %s, want 503 with Retry-After until the outage is decided", time.Since(cut), r.status, r.body)
+		}
+		if time.Since(cut) > 8*time.Second {
+			t.Fatalf("still no bypass %v into the cut", time.Since(cut))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	by := map[string]int{}
+	for _, u := range []string{"bob", "cid", "dee"} {
+		r := s.order(u, tokens[u], "p1", 1)
+		by[strconv.Itoa(r.status)+" "+r.problemType()]++
+	}
+	for i, secret := range junk(5) {
+		r := s.order(fmt.Sprintf("mallory-%d", i), secret, "p1", 1)
+		by[strconv.Itoa(r.status)+" "+r.problemType()]++
+	}
+	if by["201 "] != 3 || by["403 invalid-entry-token"] != 5 || len(by) != 2 {
+		t.Fatalf("during the cut: %v, want 3 201 (bob, cid, dee) and 5 403", by)
+	}
+	if rest := 10*time.Second - time.Since(cut); rest > 0 {
+		time.Sleep(rest)
+	}
+	s.redisProxy.Restore()
+	back := time.Now()
+	// While bypassing, ann's second order is over her one order (409
+	// order-limit-reached); checked in Redis again, her token is consumed
+	// and found used (409 token-already-used).
+	testenv.WaitFor(t, 10*time.Second, "tokens checked in Redis again", func() bool {
+		return s.order("ann", tokens["ann"], "p1", 1).problemType() == "token-already-used"
+	})
+	if r := s.order("bob", tokens["bob"], "p1", 1); r.status != http.StatusConflict || r.problemType() != "token-already-used" {
+		t.Fatalf("bob's token again after the cut: %d %s, want 409 token-already-used", r.status, r.body)
+	}
+	if r := s.order("eve", tokens["eve"], "p1", 1); r.status != http.StatusCreated {
+		t.Fatalf("eve, who waited out the cut: %d %s", r.status, r.body)
+	}
+	if n := s.queryInt(`SELECT count(*) FROM orders WHERE bypassed`); n != 4 {
+		t.Fatalf("%d bypassed orders, want 4 (ann, bob, cid, dee)", n)
+	}
+	if n := s.queryInt(`SELECT count(*) FROM orders WHERE NOT bypassed AND user_id = 'eve'`); n != 1 {
+		t.Fatalf("%d orders of eve checked in Redis, want 1", n)
+	}
+	t.Logf("link to Redis cut 10 s: bypassing %v into it; during it %v; tokens checked in Redis again %v after it", bypassedAfter.Round(time.Millisecond), by, time.Since(back).Round(time.Millisecond))
 }
