@@ -276,8 +276,10 @@ func TestHealthLoop(t *testing.T) {
 			first, orders := sink.reports[0], int64(0)
 			for _, r := range sink.reports {
 				orders += r.Orders
-				if r.QueueID != "sale" || r.Interval < every/2 || r.Interval > 10*every {
-					t.Fatalf("report %+v, want sale over about %v", r, every)
+				// A ticker read late is followed by one on time: an
+				// interval is anywhere above 0 on a busy machine.
+				if r.QueueID != "sale" || r.Interval <= 0 || r.Interval > 10*every {
+					t.Fatalf("report %+v, want sale over (0, %v]", r, 10*every)
 				}
 			}
 			if first.Orders != 1 || first.P95 != 5*time.Millisecond || orders != 1 {
