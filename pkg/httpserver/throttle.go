@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/throttle"
@@ -36,4 +37,24 @@ func Throttle(l *throttle.Limiter, key func(*gin.Context) string, detail string,
 		defer l.Release(k)
 		c.Next()
 	}
+}
+
+// NewThrottled registers waitingroom_http_throttled_total{limit}: the
+// requests a Throttle refused, by the limit's name.
+func NewThrottled(reg prometheus.Registerer) (*Throttled, error) {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "waitingroom", Subsystem: "http", Name: "throttled_total",
+		Help: "Requests refused 429 by an in-process limit (no Redis or database call), by limit."}, []string{"limit"})
+	if err := reg.Register(v); err != nil {
+		return nil, err
+	}
+	return &Throttled{v: v}, nil
+}
+
+// Throttled counts refusals by limit.
+type Throttled struct{ v *prometheus.CounterVec }
+
+// By is the refusal counter of the limit named name, for Throttle.
+func (t *Throttled) By(name string) func() {
+	c := t.v.WithLabelValues(name)
+	return c.Inc
 }

@@ -97,9 +97,11 @@ const minRetry = 100 * time.Millisecond
 // its in-flight cap.
 func (l *Limiter) Acquire(key string) (ok bool, retry time.Duration) {
 	s := &l.shards[maphash.String(l.seed, key)%shards]
-	now := l.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Read under the lock: a bucket told an earlier time after a later one
+	// counts the interval between them twice, and lets a flood through.
+	now := l.now()
 	e, found := s.keys[key]
 	if !found {
 		l.makeRoom(s, now)

@@ -60,7 +60,7 @@ func (s *Service) placeOnce(ctx context.Context, r PlaceRequest, key string, ren
 		return s.outage(ctx, r, key, render, errors.New("order without an entry token while Redis is unreachable"))
 	}
 	if err := s.Screen(ctx, r); err != nil {
-		if errors.Is(err, queue.ErrUnavailable) {
+		if errors.Is(err, queue.ErrUnavailable) && !errors.Is(err, queue.ErrOverloaded) {
 			return s.outage(ctx, r, key, render, err)
 		}
 		if errors.Is(err, ErrTokenSpent) && key != "" {

@@ -70,6 +70,11 @@ type stackOptions struct {
 	privateRedis bool
 	// queue sets more of the queue's knobs, before the service starts.
 	queue func(*queue.Config)
+	// redisQuery is appended to the service's REDIS_URL (go-redis options
+	// such as pool_size), not to the test's own client's.
+	redisQuery string
+	// config sets more of the service's configuration before it starts.
+	config func(*Config)
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -112,6 +117,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s.cfg.HealthInterval = o.health
 	s.cfg.JWTSecret = testSecret
 	s.cfg.Redis.URL = redisURL
+	if o.redisQuery != "" {
+		s.cfg.Redis.URL += "?" + o.redisQuery
+	}
 	s.cfg.Database.URL = s.dbURL
 	s.cfg.AMQP.URL = amqpURL
 	s.cfg.AMQP.Exchange = "test." + id
@@ -124,6 +132,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.amqpProxy {
 		s.amqpProxy = testenv.StartProxy(t, hostPort(amqpURL))
 		s.cfg.AMQP.URL = strings.Replace(amqpURL, hostPort(amqpURL), s.amqpProxy.Addr(), 1)
+	}
+	if o.config != nil {
+		o.config(&s.cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if s.conn, err = broker.New(amqpURL, broker.Options{Exchange: s.cfg.AMQP.Exchange, Source: "/test", Log: log}); err != nil {
