@@ -50,16 +50,49 @@ func (f *junkFlood) snapshot() map[int]int {
 	return out
 }
 
-// flood starts conns goroutines sending req's requests until ctx ends; the
-// returned func waits for them.
-func (r *rig) flood(ctx context.Context, conns int, req func(i int64) *http.Request) (*junkFlood, func()) {
+// flood opens conns connections, each sending req's requests in turn,
+// perSec a second in all (fewer when every connection waits for an
+// answer), until ctx ends; the returned func waits for them.
+func (r *rig) flood(ctx context.Context, conns, perSec int, req func(i int64) *http.Request) (*junkFlood, func()) {
 	f := &junkFlood{counts: map[int]int{}}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}}
+	turns := make(chan struct{})
 	var n atomic.Int64
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Turns in batches every 10 ms: a ticker much faster than that
+		// loses ticks on a busy machine.
+		const every = 10 * time.Millisecond
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		owed, last := 0.0, time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				owed += float64(perSec) * now.Sub(last).Seconds()
+				last = now
+				for ; owed >= 1; owed-- {
+					select {
+					case turns <- struct{}{}:
+					default: // every connection waits for an answer: the turn is skipped
+					}
+				}
+			}
+		}
+	})
 	for range conns {
 		wg.Go(func() {
-			for ctx.Err() == nil {
+			// A connection of its own, kept open between its turns.
+			tr := &http.Transport{MaxConnsPerHost: 1, IdleConnTimeout: time.Minute}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Timeout: 10 * time.Second, Transport: tr}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-turns:
+				}
 				res, err := c.Do(req(n.Add(1)).WithContext(ctx))
 				if err != nil {
 					if ctx.Err() == nil {
@@ -73,7 +106,7 @@ func (r *rig) flood(ctx context.Context, conns int, req func(i int64) *http.Requ
 			}
 		})
 	}
-	return f, func() { wg.Wait(); c.CloseIdleConnections() }
+	return f, wg.Wait
 }
 
 // jwt is a token of user's for an hour.
@@ -183,9 +216,10 @@ func (b *buyerTally) note(s string) {
 // queue (at most 20/s, starting there, p95 target 3 s) admits genuine
 // buyers, who poll and then order once, while one login floods GET
 // /api/v1/orders/{random} and another floods POST /api/v1/orders with
-// made-up entry tokens, each over many connections (short form 80 buyers,
-// 50 + 100 connections; CHAOS_FULL 300 buyers,
-// 300 + 3,000 connections; the issue saw 300 and 9,000). The service
+// made-up entry tokens, each over many connections: CHAOS_FULL the issue's
+// floods, 300 connections sending 1,300 lookups a second and 9,000 sending
+// 2,000 junk orders a second, with 300 buyers; the short form 50 at 300/s
+// and 100 at 500/s, with 80 buyers. The service
 // defaults hold: ORDER_LOOKUP_RATE_PER_USER 5, ORDER_LOCAL_RATE_PER_USER 10,
 // ORDER_LOCAL_INFLIGHT_PER_USER 4. Asserted in both forms, counts: every
 // buyer is admitted and gets 201, none a 5xx; the lookups that reached
@@ -201,7 +235,10 @@ func TestJunkFloodsLeaveAdaptiveAdmissionAlone(t *testing.T) {
 	r.redisURL, r.amqpURL, r.dbURL = testenv.RedisURL(t), testenv.AMQPURL(t), testenv.PostgresURL(t)
 	r.deleteTopology()
 	buyersN := pick(80, 300)
-	lookupConns, postConns := pick(50, 300), pick(100, 3000)
+	// The issue's floods: 300 connections sending about 1,300 lookups a
+	// second, 9,000 sending about 2,000 junk orders a second.
+	lookupConns, postConns := pick(50, 300), pick(100, 9000)
+	lookupRate, postRate := pick(300, 1300), pick(500, 2000)
 
 	gw := start(t, "queue-gateway", r.env(nil), true)
 	ord := start(t, "order-service", r.env(nil), true)
@@ -220,16 +257,16 @@ func TestJunkFloodsLeaveAdaptiveAdmissionAlone(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	lookupJWT, postJWT := r.jwt("junk-lookups"), r.jwt("junk-orders")
-	lookups, lookupsDone := r.flood(ctx, lookupConns, func(i int64) *http.Request {
+	floodStart := time.Now()
+	lookups, lookupsDone := r.flood(ctx, lookupConns, lookupRate, func(i int64) *http.Request {
 		return bearer(http.MethodGet, fmt.Sprintf("%s/api/v1/orders/deadbeef-0000-7000-8000-%012d", ord.URL, i), lookupJWT, nil)
 	})
 	body, _ := json.Marshal(map[string]any{"queueId": r.q, "productId": "tee", "quantity": 1})
-	posts, postsDone := r.flood(ctx, postConns, func(i int64) *http.Request {
+	posts, postsDone := r.flood(ctx, postConns, postRate, func(i int64) *http.Request {
 		req := bearer(http.MethodPost, ord.URL+"/api/v1/orders", postJWT, body)
 		req.Header.Set("X-Entry-Token", fmt.Sprintf("junk-%d", i))
 		return req
 	})
-	floodStart := time.Now()
 	time.Sleep(time.Second) // the floods are on before anyone is admitted
 
 	if res := r.call(http.MethodPut, gw.URL+"/admin/v1/queues/"+r.q, "ops", "admin", "", map[string]any{"state": "OPEN"}); res.status != http.StatusOK {
@@ -284,8 +321,8 @@ func TestJunkFloodsLeaveAdaptiveAdmissionAlone(t *testing.T) {
 	postsAllowance := 10 + int(10*elapsed.Seconds()) + 1
 	t.Logf("%d buyers: %d × 201, %d × 5xx, %d other; effective rate at least %.1f/s (%s) in %d samples over %v",
 		buyersN, tally.created.Load(), tally.serverErr.Load(), tally.other.Load(), lowest, lowestWhy, samples, elapsed.Round(time.Millisecond))
-	t.Logf("junk lookups over %d connections: %v, %d reached Postgres (allowance %d); junk orders over %d connections: %v, %d refused in memory, %d reached Redis (allowance %d)",
-		lookupConns, lookups.snapshot(), reachedDB, lookupsAllowance, postConns, posts.snapshot(), postsRefused, postsReached, postsAllowance)
+	t.Logf("junk lookups over %d connections at %d/s: %v, %d reached Postgres (allowance %d); junk orders over %d connections at %d/s: %v, %d refused in memory, %d reached Redis (allowance %d)",
+		lookupConns, lookupRate, lookups.snapshot(), reachedDB, lookupsAllowance, postConns, postRate, posts.snapshot(), postsRefused, postsReached, postsAllowance)
 	t.Logf("the controller's decisions while sampled: %v", decisions)
 	summary(t, "junk-floods", int(tally.created.Load()), buyersN-int(tally.created.Load()), 0, int(tally.created.Load()), 0)
 	for _, s := range tally.odd {
