@@ -140,26 +140,35 @@ func TestKeysAreBounded(t *testing.T) {
 	}
 }
 
-// An idle key (full bucket, nothing in flight) is forgotten first.
+// An idle key (full bucket, nothing in flight) is forgotten first: a key
+// that used its burst is remembered while 8,192 fresh keys come and go
+// (twice the bound), each idle again 100 ms after its one request, so it
+// gets back only what its bucket refilled, never a fresh burst.
 func TestIdleKeysAreForgottenFirst(t *testing.T) {
-	l, clk := newAt(t, Options{PerSec: 10, MaxKeys: 64 * 8})
-	for i := range 64 * 8 {
-		l.Acquire(fmt.Sprint(i))
-		l.Release(fmt.Sprint(i))
-	}
-	clk.add(time.Second)
-	// The busy key is touched after the others went idle: it alone keeps
-	// its spent bucket.
+	const bound = 64 * 64
+	l, clk := newAt(t, Options{PerSec: 10, MaxKeys: bound})
 	for range 10 {
 		l.Acquire("busy")
 		l.Release("busy")
 	}
-	for i := range 64 * 8 {
-		l.Acquire(fmt.Sprint("new", i))
-		l.Release(fmt.Sprint("new", i))
+	for i := range 2 * bound {
+		clk.add(50 * time.Microsecond)
+		l.Acquire(fmt.Sprint("k", i))
+		l.Release(fmt.Sprint("k", i))
 	}
-	if ok, _ := l.Acquire("busy"); ok {
-		t.Fatal("the busy key's empty bucket was forgotten while idle ones were kept")
+	if n := l.Keys(); n > bound {
+		t.Fatalf("%d keys remembered, want at most %d", n, bound)
+	}
+	// 8,192 x 50 us = 410 ms at 10/s: 4 tokens refilled.
+	got := 0
+	for range 20 {
+		if ok, _ := l.Acquire("busy"); ok {
+			got++
+			l.Release("busy")
+		}
+	}
+	if got != 4 {
+		t.Fatalf("the busy key took %d, want 4 (what it refilled; 10 would be a forgotten key's fresh burst)", got)
 	}
 }
 
