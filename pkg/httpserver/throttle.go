@@ -14,8 +14,8 @@ import (
 // user, or its client's address) is charged to l before the handler runs.
 // Beyond the limit the request is answered 429 problem+json `rate-limited`
 // with Retry-After and detail, from memory: no Redis, no database, nothing
-// changed. refused (nil: none) is told each refusal. An empty key, a
-// request the route's own checks refuse anyway, passes uncharged.
+// changed. refused (nil: none) is told each refusal. A request whose key
+// is empty has nothing to be charged to and passes.
 func Throttle(l *throttle.Limiter, key func(*gin.Context) string, detail string, refused func()) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if l == nil {
