@@ -59,7 +59,7 @@ say "private redis on $RP"
 
 # gateway on a free port, dev auth, no per-IP limit
 GP=$(freeport); GW=http://127.0.0.1:$GP; OPS=127.0.0.1:$(freeport)
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS PPROF_ENABLED=true "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS PPROF_ENABLED=true "$W/bin/queue-gateway" >"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
@@ -219,7 +219,7 @@ fi # BENCH_ONLY=million skips to here
 BIG=${BIG_LINE:-1000000}; BIG_PRE=$(( BIG * 9 / 10 ))
 say "a line of $BIG in one queue"
 GP=$(freeport); GW=http://127.0.0.1:$GP; OPS=127.0.0.1:$(freeport)
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=$OPS "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 ADMIN=$(curl -fsS -X POST "$GW/api/v1/dev/token" -H 'Content-Type: application/json' -d '{"userId":"bench-admin","role":"admin"}' | jq -r .token)
@@ -283,7 +283,7 @@ fi
 # ---------------------------------------------------------------- 4. dispatcher
 say "dispatcher accuracy, ramp and failover"
 GP=$(freeport); GW=http://127.0.0.1:$GP
-AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=127.0.0.1:$(freeport) "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
+AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=127.0.0.1:$(freeport) "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
 DQ=disp-$$
@@ -472,7 +472,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 ## 1. Gateway against its ceilings
 
 Commands (the gateway and a private redis-server started by the script, dev
-auth, \`ENTER_RATE_LIMIT_PER_IP=0\`, queue \`gw\` OPEN with no dispatcher, so
+auth, \`ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0\`, queue \`gw\` OPEN with no dispatcher, so
 nobody leaves the line):
 
 - JWTs: \`bin/loadgen -mint $NTOK -user-prefix bu- > tokens.txt\` (HS256 with the dev secret, signed locally)

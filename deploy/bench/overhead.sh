@@ -9,7 +9,8 @@
 #
 # Builds the queue-gateway of BASE (in a git worktree under /tmp, removed
 # once built) and of the working tree, starts both (dev auth,
-# ENTER_RATE_LIMIT_PER_IP=0, LOG_LEVEL=error, no OTEL_* variable: tracing
+# ENTER_RATE_LIMIT_PER_IP=0 and the per-user and per-address limits off,
+# LOG_LEVEL=error, no OTEL_* variable: tracing
 # off) on free ports against the local Redis (127.0.0.1:6379, database
 # OVERHEAD_REDIS_DB, default 9: tests use 15 and `make run` 0) and a queue of
 # its own (ovh<pid>, a line of OVERHEAD_LINE people written straight into
@@ -147,7 +148,7 @@ start_gateways() {
   for g in "$@"; do
     hp=$(freeport); op=$(freeport)
     URL[$g]=http://127.0.0.1:$hp; OPS[$g]=127.0.0.1:$op
-    AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$hp OPS_ADDR=127.0.0.1:$op \
+    AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$hp OPS_ADDR=127.0.0.1:$op \
       PPROF_ENABLED=true REDIS_URL="redis://$REDIS_ADDR/$REDIS_DB" "$W/bin/gateway-$g" >>"$W/gateway-$g.log" 2>&1 &
     PID[$g]=$!; pids+=($!)
     sleep 0.3

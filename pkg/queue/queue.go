@@ -5,6 +5,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -14,6 +15,13 @@ var (
 	ErrClosed      = errors.New("queue closed")
 	ErrFull        = errors.New("queue full")
 	ErrUnavailable = errors.New("backend unavailable")
+	// ErrOverloaded: this process could not even ask its backend, every
+	// connection of its pool being busy (go-redis's pool timeout). It is
+	// an ErrUnavailable, so every edge still answers 503 with Retry-After,
+	// but it says the process is overloaded, not that the backend is down:
+	// the order path's health reports do not count it, and a queue that
+	// fails OPEN is not bypassed for it.
+	ErrOverloaded = fmt.Errorf("%w: overloaded", ErrUnavailable)
 	// ErrChallengeRequired: the queue asks new entrants for a solved
 	// challenge, and none came.
 	ErrChallengeRequired = errors.New("enter challenge required")

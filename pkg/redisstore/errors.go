@@ -19,6 +19,11 @@ func classify(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return err
 	}
+	if errors.Is(err, redis.ErrPoolTimeout) {
+		// No connection was free: the request was never sent. This
+		// process is overloaded; Redis may be fine.
+		return fmt.Errorf("%w: %v", queue.ErrOverloaded, err)
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !transient(rerr.Error()) {
 		return err

@@ -27,6 +27,8 @@ type Options struct {
 	TrustedProxies []string
 	// CORSOrigins may call the API from a browser.
 	CORSOrigins []string
+	// Limits are the in-process limits in front of the routes.
+	Limits Limits
 }
 
 type handler struct {
@@ -45,12 +47,17 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	refused, err := httpserver.NewThrottled(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	lim := newThrottles(o.Limits, refused)
 	h := &handler{svc: o.Service, log: o.Log}
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
-	api.POST("/orders", user, h.placeOrder)
-	api.GET("/orders/:orderId", user, h.getOrder)
-	api.GET("/products", h.listProducts)
+	api.POST("/orders", user, lim.orders, h.placeOrder)
+	api.GET("/orders/:orderId", user, lim.lookups, lim.lookupsInFlight, h.getOrder)
+	api.GET("/products", lim.public, h.listProducts)
 	admin := e.Group("/admin/v1", user, auth.RequireAdmin())
 	admin.PUT("/products/:productId", h.putProduct)
 	httpserver.ServeOpenAPI(e, OpenAPI)

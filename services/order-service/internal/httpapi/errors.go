@@ -18,6 +18,11 @@ import (
 var unavailable = problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
 	"the order path is unavailable; if your entry token was used it is given back").WithRetryAfter(2 * time.Second)
 
+// overloaded answers a request this replica could not even start: every
+// Redis connection busy (queue.ErrOverloaded), nothing sent, no token used.
+var overloaded = problem.New(http.StatusServiceUnavailable, problem.TypeBackendUnavailable,
+	"the order service is overloaded; your entry token was not used").WithRetryAfter(time.Second)
+
 // problems is the order path's table from the order service's errors to
 // problem responses, first match first; httpserver.Problems adds the
 // answers every service shares (499 for a client gone, 500 for an error
@@ -53,6 +58,7 @@ var problems = httpserver.NewProblems(
 		"an order was already placed with this entry token")),
 	httpserver.Is(order.ErrIdempotencyInProgress, problem.New(http.StatusConflict, problem.TypeIdempotencyInProgress,
 		"a request with this Idempotency-Key is still running").WithRetryAfter(time.Second)),
+	httpserver.Is(queue.ErrOverloaded, overloaded).Unavailable("overloaded"),
 	httpserver.Is(order.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
 	httpserver.Is(queue.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
 	httpserver.Is(context.DeadlineExceeded, unavailable).Unavailable("dependency unavailable"),

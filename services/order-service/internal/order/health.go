@@ -3,6 +3,7 @@ package order
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -148,9 +149,14 @@ func (h *Health) window(q string) *window {
 	return w
 }
 
-// unavailable reports whether err is answered 503: an outage of the order
-// path or an attempt out of time.
-func unavailable(err error) bool { return err != nil && requestOutcome(err) == outcomeUnavailable }
+// unavailable reports whether err is answered 503 because of the order
+// path: an outage or an attempt out of time. This process's own overload
+// (queue.ErrOverloaded: no Redis connection was free, nothing was sent) is
+// not: it says nothing about the order path, and a flood that causes it
+// must not cut every queue's admission.
+func unavailable(err error) bool {
+	return err != nil && !errors.Is(err, queue.ErrOverloaded) && requestOutcome(err) == outcomeUnavailable
+}
 
 // Backlog is told the outbox backlog whenever the relay measures it; the
 // reports carry the latest figure.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/config"
 	"github.com/waitingroom/waitingroom/pkg/grant"
 )
@@ -35,6 +36,23 @@ type Config struct {
 	// entry token failed the cheap check (junk, spent, not yet active)
 	// before 429; 0 = off. Requests with a usable token never count.
 	OrderRateLimitPerUser int `env:"ORDER_RATE_LIMIT_PER_USER" envDefault:"5"`
+	// OrderLocalRatePerUser and OrderLocalInFlightPerUser limit each
+	// user's order requests in this replica's memory, before the entry
+	// token is checked: a flood from one login never reaches Redis beyond
+	// them. 0 turns either off.
+	OrderLocalRatePerUser     int `env:"ORDER_LOCAL_RATE_PER_USER" envDefault:"10"`
+	OrderLocalInFlightPerUser int `env:"ORDER_LOCAL_INFLIGHT_PER_USER" envDefault:"4"`
+	// OrderLookupRatePerUser limits each user's GET /api/v1/orders/{id} per
+	// second in this replica's memory, before Postgres; OrderLookupMaxInFlight
+	// caps the replica's lookups in flight, whoever sends them, so lookups
+	// never hold more than that many of DB_MAX_CONNS. 0 turns either off.
+	OrderLookupRatePerUser int `env:"ORDER_LOOKUP_RATE_PER_USER" envDefault:"5"`
+	OrderLookupMaxInFlight int `env:"ORDER_LOOKUP_MAX_INFLIGHT" envDefault:"8"`
+	// LocalLimits: PUBLIC_RATE_LIMIT_PER_IP (GET /api/v1/products) and
+	// LOCAL_LIMIT_KEYS.
+	config.LocalLimits
+	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by.
+	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
 	// OrderLease is how long a consumed token may stay unsettled before the
 	// reaper settles or restores it.
 	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`
@@ -107,6 +125,10 @@ func (c *Config) Validate() error {
 	if c.OrderRateLimitPerQueue < 0 || c.OrderRateLimitPerUser < 0 {
 		errs = append(errs, errors.New("ORDER_RATE_LIMIT_PER_QUEUE and ORDER_RATE_LIMIT_PER_USER must be 0 (off) or positive"))
 	}
+	if c.OrderLocalRatePerUser < 0 || c.OrderLocalInFlightPerUser < 0 || c.OrderLookupRatePerUser < 0 || c.OrderLookupMaxInFlight < 0 {
+		errs = append(errs, errors.New("ORDER_LOCAL_RATE_PER_USER, ORDER_LOCAL_INFLIGHT_PER_USER, ORDER_LOOKUP_RATE_PER_USER and ORDER_LOOKUP_MAX_INFLIGHT must be 0 (off) or positive"))
+	}
+	errs = append(errs, c.LocalLimits.Check(), clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
 	if c.TxTimeout <= 0 || c.OrderLease < 3*c.TxTimeout {
 		errs = append(errs, errors.New("ORDER_LEASE must be at least three ORDER_TX_TIMEOUTs, so the reaper never races a live order"))
 	}

@@ -92,6 +92,8 @@ type stackOptions struct {
 	redisQuery string
 	// queue sets more of the queue's knobs, before the service starts.
 	queue func(*queue.Config)
+	// config sets more of the service's configuration before it starts.
+	config func(*Config)
 }
 
 func newStack(t *testing.T, o stackOptions) *stack {
@@ -163,6 +165,9 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if o.amqpProxy {
 		s.amqpProxy = testenv.StartProxy(t, hostPort(amqpURL))
 		s.cfg.AMQP.URL = strings.Replace(amqpURL, hostPort(amqpURL), s.amqpProxy.Addr(), 1)
+	}
+	if o.config != nil {
+		o.config(&s.cfg)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if s.conn, err = broker.New(amqpURL, broker.Options{Exchange: s.cfg.AMQP.Exchange, Source: "/test", Log: log}); err != nil {

@@ -80,7 +80,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	svc, err := order.New(m.tokens(store), m.repo(db), pub, limits, log,
+	svc, err := order.New(m.tokens(store), countLookups(m.repo(db), b.Registry), pub, limits, log,
 		order.Options{Lease: cfg.OrderLease, MaxQuantity: cfg.MaxQuantity, Metrics: m, Health: health, Configs: configs,
 			Tokens: signed, OutageMaxOrders: cfg.FailOpenMaxOrdersPerUser})
 	if err != nil {
@@ -96,8 +96,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		}
 		return nil
 	})
+	local, err := localLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
 	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
-		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
+		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins, Limits: local})
 	if err != nil {
 		return nil, err
 	}

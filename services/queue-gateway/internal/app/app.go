@@ -70,6 +70,8 @@ type Service struct {
 	frontiers Frontiers
 	// passes, when set, gives the passes of BYPASS standings (bypass.go).
 	passes *passBook
+
+	public *publicViews
 }
 
 // WithTickets makes s hand out queue tickets (signed by tickets) with every
@@ -100,7 +102,7 @@ func New(store Store, signer *challenge.Signer, limits Limits, configs Configs, 
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Service{store: store, signer: signer, limits: limits, configs: configs, m: m}, nil
+	return &Service{store: store, signer: signer, limits: limits, configs: configs, m: m, public: newPublicViews()}, nil
 }
 
 func checkIDs(q, user string) error {

@@ -31,6 +31,8 @@ type Options struct {
 	// DevMode enables POST /api/v1/dev/token.
 	DevMode        bool
 	TrustedProxies []string
+	// Limits are the in-process limits in front of the routes.
+	Limits Limits
 	// Page configures the waiting-room page (/, /q/{queueId}, /config.json,
 	// /static/); nil serves no page. Its DevMode is taken from DevMode.
 	Page *web.Config
@@ -60,13 +62,18 @@ func New(o Options) (http.Handler, error) {
 	}
 	h := &handler{svc: o.Service, ver: o.Verifier, log: o.Log, v6bits: o.ClientIPv6Prefix}
 
+	refused, err := httpserver.NewThrottled(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	lim := newThrottles(o.Limits, o.ClientIPv6Prefix, refused)
 	user := o.Verifier.Middleware(false)
 	api := e.Group("/api/v1")
-	api.GET("/queues/:queueId", h.publicQueue)
+	api.GET("/queues/:queueId", lim.public, h.publicQueue)
 	api.POST("/queues/:queueId/enter", h.limitEnter, user, h.enter)
 	api.POST("/queues/:queueId/challenge", h.limitChallenge, user, h.challenge)
-	api.GET("/queues/:queueId/position", user, h.position)
-	api.DELETE("/queues/:queueId/position", user, h.leave)
+	api.GET("/queues/:queueId/position", user, lim.position, h.position)
+	api.DELETE("/queues/:queueId/position", user, lim.position, h.leave)
 	if o.DevMode {
 		api.POST("/dev/token", h.devToken)
 	}

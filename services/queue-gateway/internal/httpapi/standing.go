@@ -87,7 +87,7 @@ type publicQueueView struct {
 
 func (h *handler) publicQueue(c *gin.Context) {
 	q := c.Param("queueId")
-	cfg, stats, err := h.svc.Queue(c, q)
+	cfg, stats, err := h.svc.PublicQueue(c, q)
 	if err != nil {
 		h.fail(c, err)
 		return

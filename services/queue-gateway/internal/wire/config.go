@@ -35,6 +35,14 @@ type Config struct {
 	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by:
 	// it may take a new address of its /64 for every request.
 	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
+	// LocalLimits: PUBLIC_RATE_LIMIT_PER_IP (GET /api/v1/queues/{q}) and
+	// LOCAL_LIMIT_KEYS, in this replica's memory.
+	config.LocalLimits
+	// PositionRatePerUser is position polls and leaves per second per user
+	// that reach the engine (and Redis), in this replica's memory; polls
+	// the admission frontier answers cost no Redis and are not counted.
+	// 0 turns it off.
+	PositionRatePerUser int `env:"POSITION_RATE_LIMIT_PER_USER" envDefault:"20"`
 	// EnterChallengeSecret signs the proof-of-work challenges of queues
 	// that ask for one; every replica needs the same. Unset, a key is
 	// derived from AUTH_JWT_SECRET (required then, so JWKS-only deployments
@@ -58,7 +66,10 @@ func (c *Config) Validate() error {
 	if c.EnterRateLimitPerIP < 0 {
 		errs = append(errs, errors.New("ENTER_RATE_LIMIT_PER_IP must be 0 (off) or positive"))
 	}
-	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
+	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix), c.LocalLimits.Check())
+	if c.PositionRatePerUser < 0 {
+		errs = append(errs, errors.New("POSITION_RATE_LIMIT_PER_USER must be 0 (off) or positive"))
+	}
 	if _, err := c.challengeSigner(); err != nil {
 		errs = append(errs, err)
 	}

@@ -69,7 +69,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	svc.WithTickets(tickets, frontiers).WithPasses(passes)
 	RegisterQueueLengths(b.Registry, svc, log)
 	page := cfg.page()
+	var local httpapi.Limits
+	if local.Public, err = cfg.LocalLimits.Limiter(cfg.PublicRatePerIP, 0); err != nil {
+		return nil, err
+	}
+	if local.Position, err = cfg.LocalLimits.Limiter(cfg.PositionRatePerUser, 0); err != nil {
+		return nil, err
+	}
 	h, err := httpapi.New(httpapi.Options{
+		Limits:           local,
 		Service:          svc,
 		Verifier:         ver,
 		Log:              log,
