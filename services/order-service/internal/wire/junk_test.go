@@ -221,3 +221,96 @@ func (s *stack) metric(series string) int {
 	}
 	return 0
 }
+
+// The public product list is limited per client address in memory: 200
+// reads from one address over 20 connections get at most the address's
+// allowance answered, the rest 429 problem+json with Retry-After; nothing
+// else changes (the list still answers once the bucket refills).
+func TestProductListIsLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	const perSec, reads, conns = 5, 200, 20
+	s := newStack(t, stackOptions{config: func(c *Config) { c.PublicRatePerIP = perSec }})
+	s.product("p1", 10)
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		errs   []error
+		wg     sync.WaitGroup
+		next   atomic.Int64
+	)
+	start := time.Now()
+	for range conns {
+		wg.Go(func() {
+			for i := next.Add(1); i <= reads; i = next.Add(1) {
+				r := s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil)
+				mu.Lock()
+				counts[r.status]++
+				if r.status == http.StatusTooManyRequests && (r.header.Get("Retry-After") == "" || r.problemType() != "rate-limited") {
+					errs = append(errs, fmt.Errorf("429 without Retry-After or rate-limited: %v %s", r.header, r.body))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	allowance := perSec + int(perSec*elapsed.Seconds()) + 1
+	t.Logf("%d product reads from one address in %v: %v (allowance %d)", reads, elapsed.Round(time.Millisecond), counts, allowance)
+	if counts[http.StatusOK]+counts[http.StatusTooManyRequests] != reads || counts[http.StatusOK] > allowance || counts[http.StatusOK] < perSec {
+		t.Fatalf("answers %v: want %d..%d x 200, the rest 429, %d in all", counts, perSec, allowance, reads)
+	}
+	if n := s.metric(`waitingroom_http_throttled_total{limit="public_per_address"}`); n != counts[http.StatusTooManyRequests] {
+		t.Fatalf("%d refusals counted, %d answered 429", n, counts[http.StatusTooManyRequests])
+	}
+	testenv.WaitFor(t, 3*time.Second, "the list answering again", func() bool {
+		return s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil).status == http.StatusOK
+	})
+}
+
+// Lookups from many logins together hold at most ORDER_LOOKUP_MAX_INFLIGHT
+// of the database's connections: with the database answering each round
+// trip a second late and a cap of 1, ten users looking up at once get one
+// lookup through to Postgres at a time and 429 for the rest, each of them
+// within its own per-user allowance.
+func TestLookupsInFlightAreCappedAcrossUsers(t *testing.T) {
+	t.Parallel()
+	const users = 10
+	s := newStack(t, stackOptions{pgProxy: true, config: func(c *Config) { c.OrderLookupRatePerUser, c.OrderLookupMaxInFlight = 5, 1 }})
+	reached := s.countLookups()
+	s.pgProxy.Delay(time.Second)
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		wg     sync.WaitGroup
+		ready  sync.WaitGroup
+		start  = make(chan struct{})
+	)
+	ready.Add(users)
+	for i := range users {
+		jwt := s.token(fmt.Sprintf("looker-%d", i), "")
+		wg.Go(func() {
+			ready.Done()
+			<-start
+			r := s.do(http.MethodGet, "/api/v1/orders/"+junkOrderID(i), jwt, "", nil)
+			mu.Lock()
+			counts[r.status]++
+			mu.Unlock()
+		})
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	s.pgProxy.Delay(0)
+	t.Logf("%d users at once, a cap of 1 in flight, the database a second late: %v, %d reached Postgres", users, counts, reached.Load())
+	if counts[http.StatusNotFound]+counts[http.StatusTooManyRequests] != users {
+		t.Fatalf("answers %v: want only 404 and 429", counts)
+	}
+	// All ten start within the first lookup's second; on a busy machine a
+	// straggler may find the cap free again.
+	if n := int(reached.Load()); n < 1 || n > 3 || n != counts[http.StatusNotFound] {
+		t.Fatalf("%d lookups reached Postgres, %d answered 404; want 1 to 3 and equal", n, counts[http.StatusNotFound])
+	}
+}
