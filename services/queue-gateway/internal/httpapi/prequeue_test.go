@@ -142,6 +142,19 @@ func TestDrawTimesAreAbsentUntilTheyHappen(t *testing.T) {
 		}
 		return out
 	}
+	// viewsIn reads both views once they show the draw in state: the public
+	// view is a copy up to a second old (app.PublicQueue).
+	viewsIn := func(state string) [2]map[string]any {
+		t.Helper()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			v := views()
+			if (v[0]["state"] == state && v[1]["state"] == state) || time.Now().After(deadline) {
+				return v
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	// at reads a draw time, which must be a time of this test's run.
 	at := func(name string, d map[string]any) time.Time {
 		t.Helper()
@@ -173,7 +186,7 @@ func TestDrawTimesAreAbsentUntilTheyHappen(t *testing.T) {
 	if r, st, err := h.enter(q, "late"); err != nil || st.State != "WAITING" {
 		t.Fatalf("enter after the start: %d %+v %v", r.status, st, err)
 	}
-	for i, d := range views() {
+	for i, d := range viewsIn("DRAWING") {
 		if _, drawn := d["drawnAt"]; d["state"] != "DRAWING" || drawn {
 			t.Errorf("view %d while drawing: %v; want DRAWING without drawnAt", i, d)
 		}
@@ -201,7 +214,7 @@ func TestDrawTimesAreAbsentUntilTheyHappen(t *testing.T) {
 		t.Fatalf("finish: %+v %v", w, err)
 	}
 	set := 0
-	for i, d := range views() {
+	for i, d := range viewsIn("DRAWN") {
 		started, drawn := at("startedAt", d), at("drawnAt", d)
 		if d["state"] != "DRAWN" || drawn.Before(started) {
 			t.Errorf("view %d after the draw: %v; want DRAWN, drawnAt not before startedAt", i, d)

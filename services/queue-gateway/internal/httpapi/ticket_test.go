@@ -262,10 +262,13 @@ func TestTicketRotationMovesFrontierAnswersToTheNewKey(t *testing.T) {
 	}
 }
 
-// TestTicketPollSeesAdmissionWithin200ms: people polling with tickets
-// every 10 ms see ADMITTED within 200 ms of the tick that issued their
-// token (the TokenIssued event's time).
-func TestTicketPollSeesAdmissionWithin200ms(t *testing.T) {
+// TestTicketPollSeesAdmissionAtOnce: people polling with tickets every
+// 10 ms see ADMITTED at their first poll that begins after the tick that
+// issued their token has returned: no poll answered from a frontier that
+// has not heard of the tick yet says WAITING to someone admitted (their
+// place is within two batches of the front, which Redis answers). Counted,
+// not timed: a busy machine delays polls, never makes one wrong.
+func TestTicketPollSeesAdmissionAtOnce(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	q := h.newQueue(map[string]any{"admissionRatePerSec": 100, "activationSpreadMs": 0})
@@ -277,6 +280,9 @@ func TestTicketPollSeesAdmissionWithin200ms(t *testing.T) {
 		t.Fatalf("lease: %d %v", epoch, err)
 	}
 	seen := make([]time.Time, n)
+	// lastWaiting is when the last poll of each that did not say ADMITTED
+	// began.
+	lastWaiting := make([]time.Time, n)
 	errs := make(chan error, n)
 	stop := make(chan struct{})
 	for i := range n {
@@ -288,6 +294,7 @@ func TestTicketPollSeesAdmissionWithin200ms(t *testing.T) {
 					return
 				case <-time.After(10 * time.Millisecond):
 				}
+				began := time.Now()
 				r, err := h.do(http.MethodGet, "/api/v1/queues/"+q+"/position", h.token(userID(i), ""), nil, "X-Queue-Ticket", tickets[i])
 				if err != nil || r.status != http.StatusOK {
 					errs <- fmt.Errorf("poll %d: %v %d %s", i, err, r.status, r.body)
@@ -298,6 +305,7 @@ func TestTicketPollSeesAdmissionWithin200ms(t *testing.T) {
 					errs <- nil
 					return
 				}
+				lastWaiting[i] = began
 			}
 		}()
 	}
@@ -333,13 +341,15 @@ func TestTicketPollSeesAdmissionWithin200ms(t *testing.T) {
 			t.Error(err)
 		}
 	}
+	late := 0
 	for i := range n {
+		if lastWaiting[i].After(issuedAt[i]) {
+			late++
+			t.Errorf("%s: a poll begun %v after the tick that admitted them said WAITING", userID(i), lastWaiting[i].Sub(issuedAt[i]))
+		}
 		if d := seen[i].Sub(issuedAt[i]); d > worst {
 			worst = d
 		}
 	}
-	if worst > 200*time.Millisecond {
-		t.Fatalf("the slowest poll saw ADMITTED %s after its tick, want <= 200 ms", worst)
-	}
-	t.Logf("%d people polling with tickets every 10 ms: ADMITTED seen at most %s after the tick", n, worst.Round(time.Millisecond))
+	t.Logf("%d people polling with tickets every 10 ms: %d polls after their tick not ADMITTED; ADMITTED seen at most %s after the tick", n, late, worst.Round(time.Millisecond))
 }
