@@ -1,6 +1,7 @@
 package grant_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -60,8 +61,12 @@ func TestCheckRefuses(t *testing.T) {
 	}
 	good := queue.LineToken(2, g[0].Secret)
 	unsigned, _ := queue.Grants(1)
-	flipped := []byte(good)
-	flipped[len(flipped)-3] ^= 1
+	raw, err := base64.RawURLEncoding.DecodeString(g[0].Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-1] ^= 1 // one bit of the tag
+	flipped := queue.LineToken(2, base64.RawURLEncoding.EncodeToString(raw))
 	for _, tc := range []struct {
 		name, q, secret string
 		want            error
