@@ -1,0 +1,99 @@
+package dispatch_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
+)
+
+// TestJunkInALineDoesNotSpeedItUp is issue 26's shard attack: 150 people
+// enter a queue of three lines, then the target, then 600 junk ids that
+// fall in the target's line (chosen with the line key, which an attacker
+// cannot see: the worst case). The queue then opens at 100 a second.
+// Everyone is admitted once; the target is admitted at rank 140 or later
+// (151 by arrival), and at most 5 % of the 150 who entered before them are
+// admitted in a later tick than theirs.
+func TestJunkInALineDoesNotSpeedItUp(t *testing.T) {
+	t.Parallel()
+	const honest, junk, shards, rate = 150, 600, 3, 100
+	tick := 100 * time.Millisecond
+	c := newCluster(t, dispatch.Options{Tick: tick, Lease: 2 * time.Second})
+	q := c.newQueue(func(cfg *queue.Config) {
+		cfg.Shards, cfg.AdmissionRatePerSec, cfg.ActivationSpreadMs, cfg.State = shards, rate, 0, queue.Paused
+		cfg.MaxQueueSize, cfg.MaxWaitSeconds = 10_000, 3600
+	})
+	ctx := context.Background()
+	c.fill(q, honest)
+	const target = "target"
+	if _, err := c.store.Enter(ctx, q, target); err != nil {
+		t.Fatal(err)
+	}
+	line := queue.LineOf(target, shards)
+	for i, placed := 0, 0; placed < junk; i++ {
+		u := fmt.Sprintf("junk%06d", i)
+		if queue.LineOf(u, shards) != line {
+			continue
+		}
+		if _, err := c.store.Enter(ctx, q, u); err != nil {
+			t.Fatal(err)
+		}
+		placed++
+	}
+	c.start(1)
+	if _, _, err := c.store.UpdateConfig(ctx, q, func(cfg queue.Config, _ bool) (queue.Config, error) {
+		cfg.State = queue.Open
+		return cfg, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = honest + 1 + junk
+	deadline := time.Now().Add(30 * time.Second)
+	for len(c.pub.of(queue.EventTokenIssued)) < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // anything issued twice would show up now
+	issued := c.pub.of(queue.EventTokenIssued)
+	seen := map[string]int{}
+	for _, e := range issued {
+		seen[e.UserID]++
+	}
+	if len(issued) != n || len(seen) != n {
+		t.Fatalf("TokenIssued: %d events for %d people, want %d once each", len(issued), len(seen), n)
+	}
+
+	// The lines of one tick are admitted together (within milliseconds of
+	// each other, a tick apart from the next): the admission order is the
+	// order of the ticks.
+	sort.Slice(issued, func(i, j int) bool { return issued[i].OccurredAt.Before(issued[j].OccurredAt) })
+	tickOf := map[string]int{}
+	for i, k := range issued {
+		if i > 0 && k.OccurredAt.Sub(issued[i-1].OccurredAt) > tick/2 {
+			k0 := tickOf[issued[i-1].UserID]
+			tickOf[k.UserID] = k0 + 1
+			continue
+		}
+		if i > 0 {
+			tickOf[k.UserID] = tickOf[issued[i-1].UserID]
+		}
+	}
+	rank, overtaken := 1, 0
+	for _, e := range issued {
+		if tickOf[e.UserID] < tickOf[target] {
+			rank++
+		}
+		if e.UserID[0] == 'u' && tickOf[e.UserID] > tickOf[target] {
+			overtaken++
+		}
+	}
+	t.Logf("%d admitted once each; the target (entry rank %d, line %d) admitted at rank %d (in tick %d); %d of the %d who entered before were admitted after",
+		n, honest+1, line, rank, tickOf[target], overtaken, honest)
+	if rank < 140 || overtaken > honest*5/100 {
+		t.Fatalf("the target was admitted at rank %d with %d of %d earlier entrants after them; want rank >= 140 and at most %d",
+			rank, overtaken, honest, honest*5/100)
+	}
+}
