@@ -53,7 +53,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		if err != nil || st.State != queue.Waiting {
 			t.Fatalf("enter %s: %+v %v", user, st, err)
 		}
-		line := queue.LineOf(user, shards)
+		line := lineOf(t, s, q, user)
 		perLine[line]++
 		// The other lines' lengths are up to 100 ms old, taken to have
 		// grown as this line did since: the total is an estimate, at least
@@ -163,7 +163,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		if err != nil || st.State != queue.Admitted || st.Token == nil {
 			t.Fatalf("%s after the tick: %+v %v", user, st, err)
 		}
-		line := queue.LineOf(user, shards)
+		line := lineOf(t, s, q, user)
 		if queue.TokenLine(st.Token.Secret) != line || queue.TokenLine(st.Token.ID) != line {
 			t.Fatalf("%s in line %d holds token %q / %q", user, line, st.Token.Secret, st.Token.ID)
 		}
@@ -207,13 +207,13 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 	}
 	user := ""
 	for i := 0; user == ""; i++ {
-		if u := fmt.Sprintf("x%d", i); queue.LineOf(u, shards) != 0 {
+		if u := fmt.Sprintf("x%d", i); lineOf(t, s, q2, u) != 0 {
 			user = u
 		}
 	}
 	st2, err := stale.Enter(ctx, q2, user)
-	if err != nil || st2.State != queue.Waiting || st2.Line != queue.LineOf(user, shards) {
-		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, queue.LineOf(user, shards))
+	if err != nil || st2.State != queue.Waiting || st2.Line != lineOf(t, s, q2, user) {
+		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, lineOf(t, s, q2, user))
 	}
 	in0, _ := cc.ZScore(ctx, redisstore.KeysFor(q2).Waiting(), user).Result()
 	inLine, err := cc.ZScore(ctx, redisstore.KeysFor(queue.LineID(q2, st2.Line)).Waiting(), user).Result()
@@ -402,4 +402,14 @@ func abs(n int64) int64 {
 		return -n
 	}
 	return n
+}
+
+// lineOf is user's line in q, as s routes them.
+func lineOf(t *testing.T, s *redisstore.Store, q, user string) int {
+	t.Helper()
+	line, err := s.LineOf(context.Background(), q, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
 }
