@@ -100,7 +100,9 @@ func TestEnterTimesGoWithThePeople(t *testing.T) {
 	s, rdb := newStore(t)
 	ctx := context.Background()
 	const shards, n = 3, 30
-	q := newQueue(t, s, func(c *queue.Config) { c.Shards, c.State, c.AdmissionRatePerSec, c.ActivationSpreadMs = shards, queue.Paused, 1000, 0 })
+	q := newQueue(t, s, func(c *queue.Config) {
+		c.Shards, c.State, c.AdmissionRatePerSec, c.ActivationSpreadMs = shards, queue.Paused, 1000, 0
+	})
 	entered := func() (count int64) {
 		for line := range shards {
 			count += rdb.HLen(ctx, redisstore.KeysFor(queue.LineID(q, line)).Entered()).Val()
