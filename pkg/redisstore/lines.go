@@ -191,15 +191,19 @@ func (s *Store) lineRun(ctx context.Context, q, user string, run func(line, shar
 }
 
 // lineLengths is every line's length for q, read at most lineFiguresMaxAge
-// ago, and while line's length (lineNow) is within a tenth (or ten people)
-// of what that read found: a queue filling or draining fast is read again
-// sooner, so the extrapolation of queueLength stays short.
+// ago, and while line's length (lineNow) is within a tenth of what that
+// read found: a queue filling or draining fast is read again sooner, so the
+// extrapolation of queueLength stays short. A line of fewer than ten people
+// is read again whenever it moved: scaling the others by 2/1 or 3/2 would
+// double or halve the queue (with the lines' lengths of 100 ms ago
+// extrapolated, 9 people entering one after another were told a queue of
+// 16).
 func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lineNow int64) ([]int64, error) {
 	s.lines.mu.Lock()
 	e := s.lines.entry(q)
 	var waiting []int64
 	if len(e.waiting) == shards && time.Since(e.figuresAt) < lineFiguresMaxAge {
-		if then := e.waiting[line]; abs(lineNow-then) <= max(10, then/10) {
+		if then := e.waiting[line]; abs(lineNow-then) <= then/10 {
 			waiting = append([]int64(nil), e.waiting...)
 		}
 	}
