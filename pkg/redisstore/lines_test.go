@@ -315,9 +315,9 @@ func masterCPU(b *testing.B, cc *redis.ClusterClient) map[string]float64 {
 // TestShardedTicketsAnsweredFromTheFrontier: in a queue of three lines with
 // a tenth of its 3,000 people gone, the frontiers of its lines tell a
 // ticket holder far from the front the same place in the whole queue as a
-// read from Redis, within max(shards, 1 %): the same scaling, each line's
-// place estimated from its leaver bins to within one, and one place in a
-// line stands for about shards places in the queue.
+// read from Redis, within max(shards + 1, 1 %): the same scaling, each
+// line's place estimated from its leaver bins to within one, and one place
+// in a line stands for about shards places in the queue.
 func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 	t.Parallel()
 	s, _ := clusterStore(t)
@@ -347,14 +347,17 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 	}
 	c := startFrontiers(t, s)
 	fs := frontiers{c}
-	// The first lookups make the cache track the queue and its lines.
+	// The first lookups make the cache track the queue and its lines. (A
+	// holder in the middle: the last of a line may be estimated past its
+	// line's end, which Redis answers, and who is last in a line depends
+	// on the line key.)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if _, ok := queue.StandingOf(fs, q, "t2999", seqs["t2999"].Generation, seqs["t2999"].Seq); ok {
+		if _, ok := queue.StandingOf(fs, q, "t1500", seqs["t1500"].Generation, seqs["t1500"].Seq); ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no frontier answer for t2999 within 3 s")
+			t.Fatal("no frontier answer for t1500 within 3 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -376,7 +379,10 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 		if d < 0 {
 			d = -d
 		}
-		if d > max(shards, 0.01*float64(fromRedis.Position)) {
+		// One place in a line is about shards places of the queue (the
+		// queue's length over the line's, which varies with the line key);
+		// a line's place off by one and the rounding: shards + 1.
+		if d > max(shards+1, 0.01*float64(fromRedis.Position)) {
 			t.Errorf("%s (line %d): frontier says %d of %d, Redis %d of %d", user, fromFrontier.Line,
 				fromFrontier.Position, fromFrontier.Total, fromRedis.Position, fromRedis.Total)
 		}
