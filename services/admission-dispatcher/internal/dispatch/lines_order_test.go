@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/dispatch"
 )
 
@@ -17,7 +19,8 @@ import (
 // cannot see: the worst case). The queue then opens at 100 a second.
 // Everyone is admitted once; the target is admitted at rank 140 or later
 // (151 by arrival), and at most 5 % of the 150 who entered before them are
-// admitted in a later tick than theirs.
+// admitted in a later tick than theirs. (A tick's lines admit at one
+// moment: the rank counts the people of the ticks before the target's.)
 func TestJunkInALineDoesNotSpeedItUp(t *testing.T) {
 	t.Parallel()
 	const honest, junk, shards, rate = 150, 600, 3, 100
@@ -53,7 +56,8 @@ func TestJunkInALineDoesNotSpeedItUp(t *testing.T) {
 		}
 		placed++
 	}
-	c.start(1)
+	rounds := &roundLog{Store: c.store}
+	runDispatcher(t, rounds, c.pub, nil, dispatch.Options{Tick: tick, Lease: 2 * time.Second, Queues: []string{q}})
 	if _, _, err := c.store.UpdateConfig(ctx, q, func(cfg queue.Config, _ bool) (queue.Config, error) {
 		cfg.State = queue.Open
 		return cfg, nil
@@ -75,21 +79,7 @@ func TestJunkInALineDoesNotSpeedItUp(t *testing.T) {
 		t.Fatalf("TokenIssued: %d events for %d people, want %d once each", len(issued), len(seen), n)
 	}
 
-	// The lines of one tick are admitted together (within milliseconds of
-	// each other, a tick apart from the next): the admission order is the
-	// order of the ticks.
-	sort.Slice(issued, func(i, j int) bool { return issued[i].OccurredAt.Before(issued[j].OccurredAt) })
-	tickOf := map[string]int{}
-	for i, k := range issued {
-		if i > 0 && k.OccurredAt.Sub(issued[i-1].OccurredAt) > tick/2 {
-			k0 := tickOf[issued[i-1].UserID]
-			tickOf[k.UserID] = k0 + 1
-			continue
-		}
-		if i > 0 {
-			tickOf[k.UserID] = tickOf[issued[i-1].UserID]
-		}
-	}
+	tickOf := rounds.ticks(t, issued)
 	rank, overtaken := 1, 0
 	for _, e := range issued {
 		if tickOf[e.UserID] < tickOf[target] {
@@ -99,10 +89,63 @@ func TestJunkInALineDoesNotSpeedItUp(t *testing.T) {
 			overtaken++
 		}
 	}
-	t.Logf("%d admitted once each; the target (entry rank %d, line %d) admitted at rank %d (in tick %d); %d of the %d who entered before were admitted after",
+	t.Logf("%d admitted once each; the target (entry rank %d, line %d) admitted at rank %d (in tick round %d); %d of the %d who entered before were admitted after",
 		n, honest+1, line, rank, tickOf[target], overtaken, honest)
 	if rank < 140 || overtaken > honest*5/100 {
 		t.Fatalf("the target was admitted at rank %d with %d of %d earlier entrants after them; want rank >= 140 and at most %d",
 			rank, overtaken, honest, honest*5/100)
 	}
+}
+
+// roundLog is a Store that counts what each tick round issued on each line.
+type roundLog struct {
+	*redisstore.Store
+	mu     sync.Mutex
+	rounds []map[int]int // rounds[r][line]: people issued
+}
+
+func (l *roundLog) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply {
+	replies := l.Store.IssueAll(ctx, calls)
+	round := map[int]int{}
+	for i, r := range replies {
+		round[calls[i].Line] += r.Issued
+	}
+	l.mu.Lock()
+	l.rounds = append(l.rounds, round)
+	l.mu.Unlock()
+	return replies
+}
+
+// ticks is the tick round that admitted each person of events: a line
+// admits in its own order (its sequence numbers), so the people a round
+// issued on a line are that line's next ones.
+func (l *roundLog) ticks(t *testing.T, events []queue.Event) map[string]int {
+	t.Helper()
+	byLine := map[int][]queue.Event{}
+	for _, e := range events {
+		line := queue.TokenLine(e.TokenID)
+		byLine[line] = append(byLine[line], e)
+	}
+	for _, es := range byLine {
+		sort.Slice(es, func(i, j int) bool { return es[i].Seq < es[j].Seq })
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]int{}
+	next := map[int]int{}
+	for r, round := range l.rounds {
+		for line, n := range round {
+			for range n {
+				if next[line] >= len(byLine[line]) {
+					t.Fatalf("round %d issued more on line %d than its %d events", r, line, len(byLine[line]))
+				}
+				out[byLine[line][next[line]].UserID] = r
+				next[line]++
+			}
+		}
+	}
+	if len(out) != len(events) {
+		t.Fatalf("the rounds issued %d, the events are %d", len(out), len(events))
+	}
+	return out
 }
