@@ -108,8 +108,12 @@ type IssueRequest struct {
 	Rate       float64
 	RateReason string
 	// Share is the line's part of the queue's rate, for a line of a queue
-	// split into lines (LineShares); 0 is all of it.
+	// split into lines (ArrivalShares); 0 is all of it.
 	Share float64
+	// Heads, for a line of a queue split into lines, asks the tick for the
+	// enter times of this many of the people still waiting after it
+	// (ArrivalWindow); 0 for none.
+	Heads int
 	// TraceParent and TraceState are the tick's W3C trace context ('' for
 	// none): the events it writes carry them (Event.TraceParent).
 	TraceParent, TraceState string
@@ -157,6 +161,12 @@ type IssueResult struct {
 	// Traces are the traceparents kept for the people admitted (their
 	// enter was sampled): the tick links its span to them.
 	Traces []string
+	// HeadsRead: the tick read the enter times of the first people still
+	// waiting, Heads (µs, in the line's order, 0 for none recorded), as
+	// IssueRequest.Heads asked; a tick that admitted nobody for a reason
+	// (paused, held) or a repeated tick reads none.
+	HeadsRead bool
+	Heads     []int64
 }
 
 // RestoreOutcome is what a restore did.

@@ -61,6 +61,10 @@ type Frontier struct {
 	// Shards is the queue's line count; a Frontier is one line's (its
 	// QueueID the line id, see LineID).
 	Shards int
+	// LineKey is the queue's line key, on line 0's frontier (the others'
+	// config copies have none): a ticket's holder is found in their line
+	// with it (LineOf).
+	LineKey LineKey
 
 	// fineSums and coarseSums are the bins' running totals (Index), so a
 	// place far back costs two subtractions, not a walk over its bins.
@@ -223,7 +227,7 @@ func StandingOf(fs Frontiers, q, user string, gen, seq int64) (Standing, bool) {
 	if f == nil || f.Shards <= 1 {
 		return f.Standing(gen, seq)
 	}
-	line := LineOf(user, f.Shards)
+	line := LineOf(f.LineKey, user, f.Shards)
 	lines := make([]*Frontier, f.Shards)
 	lines[0] = f
 	complete := true

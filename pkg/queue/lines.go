@@ -2,7 +2,6 @@ package queue
 
 import (
 	"errors"
-	"hash/fnv"
 	"math"
 	"strconv"
 	"strings"
@@ -14,8 +13,9 @@ import (
 // the queue's, wr:{q}:...); line i > 0 has the same keys under the hash tag
 // {q:i}, which no queue id can spell (ids have no ':').
 //
-// A person's line is a hash of their user id, so every replica of every
-// service finds it without asking. The tokens a line issues name the line
+// A person's line is a keyed hash of their user id (LineOf, linekey.go),
+// so every replica of every service finds it without asking, and nobody
+// without the queue's key can choose it. The tokens a line issues name the line
 // ("<i>." before the secret and the token id, nothing for line 0), so the
 // order path and restoration find it from the token alone.
 
@@ -47,16 +47,6 @@ func ParseLineID(id string) (q string, line int, ok bool) {
 		return "", 0, false
 	}
 	return q, i, true
-}
-
-// LineOf is the line of user in a queue of shards lines.
-func LineOf(user string, shards int) int {
-	if shards <= 1 {
-		return 0
-	}
-	h := fnv.New32a()
-	h.Write([]byte(user))
-	return int(h.Sum32() % uint32(shards))
 }
 
 // LineShare is line i's part of a whole split over shards lines: the whole
@@ -96,27 +86,6 @@ func LineToken(line int, token string) string {
 	return strconv.Itoa(line) + "." + token
 }
 
-// LineShares splits an admission rate over the lines in proportion to their
-// lengths (waiting[i] people in line i): a line twice as long is admitted
-// twice as fast, so every line reaches the people who entered at the same
-// moment at about the same time. With nobody waiting anywhere the shares
-// are equal.
-func LineShares(waiting []int64) []float64 {
-	shares := make([]float64, len(waiting))
-	var total int64
-	for _, w := range waiting {
-		total += max(0, w)
-	}
-	for i, w := range waiting {
-		if total == 0 {
-			shares[i] = 1 / float64(len(waiting))
-		} else {
-			shares[i] = float64(max(0, w)) / float64(total)
-		}
-	}
-	return shares
-}
-
 // InQueue turns st, a standing read from a line of lineWaiting people, into
 // the queue's of waiting people: the place (ScaleToQueue, for someone
 // waiting), the queue's length, and its measured rate (the line is
@@ -133,30 +102,15 @@ func (st Standing) InQueue(lineWaiting, waiting int64) Standing {
 	return st
 }
 
-// ScaleToQueue turns a place in one line into a place in the whole queue: a
-// line of lineWaiting drains at its share of the rate, lineWaiting /
-// waiting, so place p in it is reached when about p x waiting / lineWaiting
-// people of the queue have been admitted.
+// ScaleToQueue turns a place in one line into a place in the whole queue.
+// The lines are admitted in arrival order (ArrivalShares), and a keyed hash
+// spreads every moment's arrivals over the lines evenly, so a line holds
+// lineWaiting / waiting of the people ahead of any place and drains at that
+// share of the rate: place p in it is reached when about p x waiting /
+// lineWaiting people of the queue have been admitted.
 func ScaleToQueue(place, lineWaiting, waiting int64) int64 {
 	if lineWaiting <= 0 || waiting <= lineWaiting {
 		return place
 	}
 	return max(1, min(waiting, int64(math.Round(float64(place)*float64(waiting)/float64(lineWaiting)))))
-}
-
-// LineOrderBound is how far from their entry rank (1-based) a person may be
-// admitted in a queue of shards lines, admitted batch people a tick. The
-// lines are admitted in proportion to their lengths, and a person's line is
-// a hash of their id, so of the rank-1 people ahead of them a binomial
-// number, mean (rank-1)/shards, standard deviation sqrt((rank-1) x
-// (1/shards) x (1 - 1/shards)), is in their own line; each of those counts
-// for shards people of the queue. Their admission rank is off by shards
-// times that deviation, sqrt((rank-1) x (shards-1)); the bound is five of
-// those (exceeded by about one person in 1.7 million), plus one tick's
-// batch (a tick's lines admit their parts in turn).
-func LineOrderBound(rank int64, shards int, batch int64) int64 {
-	if shards <= 1 {
-		return batch
-	}
-	return int64(math.Ceil(5*math.Sqrt(float64(max(0, rank-1))*float64(shards-1)))) + batch
 }

@@ -58,7 +58,7 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 // issueArgs are the issue script's arguments for one tick; tick is its id
 // (Store.nextTick).
 func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
-	args := make([]any, 0, 11+2*len(r.Grants))
+	args := make([]any, 0, 12+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
@@ -67,7 +67,7 @@ func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
 	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, tick,
-		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState)
+		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads)
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
@@ -97,6 +97,9 @@ func issueReply(q string, epoch int64, res []any, err error) (queue.IssueResult,
 				r.Traces = append(r.Traces, str(tp))
 			}
 		}
+	}
+	if len(res) >= 14 {
+		r.HeadsRead, r.Heads = true, ints(res[13])
 	}
 	switch str(res[0]) {
 	case "STALE":

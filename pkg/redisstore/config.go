@@ -32,6 +32,9 @@ const maxUpdateAttempts = 100
 // nothing.
 func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error) {
 	out, created, reshard, err := s.updateConfig(ctx, q, update, 0)
+	if created {
+		s.lines.forget(q) // a queue of this id deleted a moment ago had another key
+	}
 	if err == nil || reshard == nil {
 		return out, created, s.afterConfig(ctx, q, out, 0, err)
 	}
@@ -58,7 +61,7 @@ func (s *Store) afterConfig(ctx context.Context, q string, c queue.Config, from 
 	if err != nil {
 		return err
 	}
-	s.lines.setShards(q, max(1, c.Shards))
+	s.lines.noteShards(q, max(1, c.Shards))
 	if c.Shards > 1 {
 		if _, err := s.SyncLines(ctx, q); err != nil {
 			return err
@@ -126,6 +129,17 @@ func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queu
 			updateErr = fmt.Errorf("configure %s: startsAt: %w", q, queue.ErrStarted)
 			return updateErr
 		}
+		// The line key is made once: with the queue, or for a queue made
+		// before keys existed, while nobody is routed by it (one line) or
+		// nobody is in its lines (held for a change of the count). A key
+		// that appeared while people wait would move them to other lines.
+		var lineKey string
+		if h["lineKey"] == "" && (!exists || cur.Shards <= 1 || held > 0) {
+			if lineKey, err = queue.NewLineKey(); err != nil {
+				updateErr = err
+				return err
+			}
+		}
 		var seed, sha string
 		if drawState == "" && !next.StartsAt.IsZero() {
 			if seed, sha, err = queue.NewDrawSeed(); err != nil {
@@ -140,6 +154,9 @@ func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queu
 			}
 			p.HSet(ctx, k.Config(), encodeConfig(next))
 			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())
+			if lineKey != "" {
+				p.HSet(ctx, k.Config(), "lineKey", lineKey)
+			}
 			if !exists {
 				// The queue's generation: a ticket of a queue deleted and
 				// re-created under the same id names the old one.
@@ -191,7 +208,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	if err != nil || cfg.Shards <= 1 {
 		return cfg, st, err
 	}
-	s.lines.setShards(q, cfg.Shards)
+	s.lines.noteShards(q, cfg.Shards)
 	st.Lines = []queue.LineStats{lineStats(0, st)}
 	for line := 1; line < cfg.Shards; line++ {
 		_, ls, err := s.lineConfig(ctx, q, queue.LineID(q, line))

@@ -88,6 +88,13 @@ func frontierReply(q string, res []any) (*queue.Frontier, error) {
 	if ms := intOf(res, 5); ms > 0 {
 		f.StartsAt = time.UnixMilli(ms).UTC()
 	}
+	if len(res) >= 19 {
+		key, err := queue.ParseLineKey(str(res[18]))
+		if err != nil {
+			return nil, fmt.Errorf("frontier %s: %w", q, err)
+		}
+		f.LineKey = key
+	}
 	return f.Index(), nil
 }
 

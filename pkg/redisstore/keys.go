@@ -91,6 +91,11 @@ func (k Keys) Consumed(user string) string { return k.prefix + "consumed:" + use
 // reads it to tell its holder's retry from junk; settle and restore leave it.
 func (k Keys) Spent(user string) string { return k.prefix + "spent:" + user }
 
+// Entered is, in a line of a queue split into lines, when each person
+// waiting got their place (user -> Redis TIME in µs): the leader admits
+// across the lines in that order.
+func (k Keys) Entered() string { return k.prefix + "entered" }
+
 // Pow records that the enter challenge with this id was used (string,
 // expiring with the challenge).
 func (k Keys) Pow(challengeID string) string { return k.prefix + "pow:" + challengeID }
@@ -119,7 +124,7 @@ func (k Keys) Outbox() string { return k.prefix + "outbox" }
 
 func (k Keys) enterKeys(user, challengeID string) []string {
 	return []string{k.Config(), k.Waiting(), k.Seq(), k.Token(user), k.Status(user), k.Dispatch(), k.Pow(challengeID), k.PreQueue(), k.Draw(),
-		k.Traces()}
+		k.Traces(), k.Entered()}
 }
 
 func (k Keys) positionKeys(user string) []string {
@@ -131,11 +136,11 @@ func (k Keys) statsKeys() []string {
 }
 
 func (k Keys) closeKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.PreQueue()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.PreQueue(), k.Entered()}
 }
 
 func (k Keys) leaveKeys(string) []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue(), k.LeftBins(), k.Traces()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.Left(), k.PreQueue(), k.LeftBins(), k.Traces(), k.Entered()}
 }
 
 func (k Keys) frontierKeys() []string {

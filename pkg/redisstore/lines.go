@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -17,9 +16,9 @@ import (
 // A queue split into sub-lines (queue/lines.go) is served line by line: a
 // person's enter, position and leave run on their line; the place a line
 // answers is turned into the queue's with every line's length. The Store
-// remembers, per queue, the line count (from the config; the scripts
-// correct a stale one) and the lines' lengths, read in one pipelined round
-// at most every lineFiguresMaxAge.
+// remembers, per queue, the line count and the line key (from the config;
+// the scripts correct a stale count) and the lines' lengths, read in one
+// pipelined round at most every lineFiguresMaxAge.
 
 const (
 	// lineCountMaxAge is how long a queue's line count is trusted before it
@@ -41,7 +40,11 @@ type lineBook struct {
 }
 
 type lineEntry struct {
-	shards   int
+	shards int
+	// key is the queue's line key (queue.LineOf). It is set once, when
+	// the queue is created or its count changes while nobody is in it,
+	// and never changes after: a count read with it routes right.
+	key      queue.LineKey
 	shardsAt time.Time
 	// waiting is each line's length, read at figuresAt.
 	waiting   []int64
@@ -60,48 +63,89 @@ func (b *lineBook) entry(q string) *lineEntry {
 	return e
 }
 
-// setShards records q's line count, as a config read or a RESHARD told it.
-func (b *lineBook) setShards(q string, n int) {
+// setRoute records q's line count and key, as a config read told them.
+func (b *lineBook) setRoute(q string, n int, key queue.LineKey) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(q)
 	if e.shards != n {
 		e.waiting, e.figuresAt = nil, time.Time{}
 	}
-	e.shards, e.shardsAt = n, time.Now()
+	e.shards, e.key, e.shardsAt = n, key, time.Now()
+}
+
+// forget drops what the book knows of q's routing: a script said the
+// count changed, and a change of the count may come with a key (a queue
+// split before keys existed gets one then), so both are read again.
+func (b *lineBook) forget(q string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.queues[q]; e != nil {
+		e.shards, e.key, e.shardsAt, e.waiting, e.figuresAt = 0, nil, time.Time{}, nil, time.Time{}
+	}
+}
+
+// noteShards is told q's line count by a config read or write, or by a
+// script that refused a stale one: a count other than the book's is read
+// again with the key at the next request.
+func (b *lineBook) noteShards(q string, n int) {
+	b.mu.Lock()
+	e := b.queues[q]
+	stale := e != nil && e.shards != n
+	b.mu.Unlock()
+	if stale {
+		b.forget(q)
+	}
 }
 
 // Shards is queue q's line count (1 for a queue not split, or one without
 // a config: its scripts say NOT_FOUND).
 func (s *Store) Shards(ctx context.Context, q string) (int, error) {
-	s.lines.mu.Lock()
-	e := s.lines.entry(q)
-	n, at := e.shards, e.shardsAt
-	s.lines.mu.Unlock()
-	if n > 0 && time.Since(at) < lineCountMaxAge {
-		return n, nil
-	}
-	v, err := s.rdb.HGet(ctx, KeysFor(q).Config(), "shards").Result()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("lines of %s: %w", q, classify(err))
-	}
-	n = 1
-	if v != "" {
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > queue.MaxShards {
-			return 0, fmt.Errorf("lines of %s: bad shards %q", q, v)
-		}
-	}
-	s.lines.setShards(q, n)
-	return n, nil
+	n, _, err := s.route(ctx, q)
+	return n, err
 }
 
-// userLine is the line of user in q, by the line count the Store has.
+// route is queue q's line count and line key, from the book or the config.
+func (s *Store) route(ctx context.Context, q string) (int, queue.LineKey, error) {
+	s.lines.mu.Lock()
+	e := s.lines.entry(q)
+	n, key, at := e.shards, e.key, e.shardsAt
+	s.lines.mu.Unlock()
+	if n > 0 && time.Since(at) < lineCountMaxAge {
+		return n, key, nil
+	}
+	v, err := s.rdb.HMGet(ctx, KeysFor(q).Config(), "shards", "lineKey").Result()
+	if err != nil {
+		return 0, nil, fmt.Errorf("lines of %s: %w", q, classify(err))
+	}
+	n = 1
+	if f := str(v[0]); f != "" {
+		if n, err = strconv.Atoi(f); err != nil || n < 1 || n > queue.MaxShards {
+			return 0, nil, fmt.Errorf("lines of %s: bad shards %q", q, f)
+		}
+	}
+	if key, err = queue.ParseLineKey(str(v[1])); err != nil {
+		return 0, nil, fmt.Errorf("lines of %s: %w", q, err)
+	}
+	s.lines.setRoute(q, n, key)
+	return n, key, nil
+}
+
+// userLine is the line of user in q, by the line count and key the Store
+// has.
 func (s *Store) userLine(ctx context.Context, q, user string) (line, shards int, err error) {
-	shards, err = s.Shards(ctx, q)
+	shards, key, err := s.route(ctx, q)
 	if err != nil {
 		return 0, 0, err
 	}
-	return queue.LineOf(user, shards), shards, nil
+	return queue.LineOf(key, user, shards), shards, nil
+}
+
+// LineOf is the line of user in queue q, as enter, position and leave
+// route them.
+func (s *Store) LineOf(ctx context.Context, q, user string) (int, error) {
+	line, _, err := s.userLine(ctx, q, user)
+	return line, err
 }
 
 // reshard reads a line script's reply that refused the caller's line count:
@@ -113,7 +157,7 @@ func (s *Store) reshard(q string, res []any) (bool, error) {
 	}
 	switch str(res[0]) {
 	case "RESHARD":
-		s.lines.setShards(q, int(intOf(res, 1)))
+		s.lines.forget(q)
 		return true, nil
 	case "RESHARDING":
 		return false, fmt.Errorf("%s: its line count is being changed: %w", q, queue.ErrUnavailable)
@@ -147,15 +191,19 @@ func (s *Store) lineRun(ctx context.Context, q, user string, run func(line, shar
 }
 
 // lineLengths is every line's length for q, read at most lineFiguresMaxAge
-// ago, and while line's length (lineNow) is within a tenth (or ten people)
-// of what that read found: a queue filling or draining fast is read again
-// sooner, so the extrapolation of queueLength stays short.
+// ago, and while line's length (lineNow) is within a tenth of what that
+// read found: a queue filling or draining fast is read again sooner, so the
+// extrapolation of queueLength stays short. A line of fewer than ten people
+// is read again whenever it moved: scaling the others by 2/1 or 3/2 would
+// double or halve the queue (with the lines' lengths of 100 ms ago
+// extrapolated, 9 people entering one after another were told a queue of
+// 16).
 func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lineNow int64) ([]int64, error) {
 	s.lines.mu.Lock()
 	e := s.lines.entry(q)
 	var waiting []int64
 	if len(e.waiting) == shards && time.Since(e.figuresAt) < lineFiguresMaxAge {
-		if then := e.waiting[line]; abs(lineNow-then) <= max(10, then/10) {
+		if then := e.waiting[line]; abs(lineNow-then) <= then/10 {
 			waiting = append([]int64(nil), e.waiting...)
 		}
 	}

@@ -53,7 +53,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		if err != nil || st.State != queue.Waiting {
 			t.Fatalf("enter %s: %+v %v", user, st, err)
 		}
-		line := queue.LineOf(user, shards)
+		line := lineOf(t, s, q, user)
 		perLine[line]++
 		// The other lines' lengths are up to 100 ms old, taken to have
 		// grown as this line did since: the total is an estimate, at least
@@ -163,7 +163,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		if err != nil || st.State != queue.Admitted || st.Token == nil {
 			t.Fatalf("%s after the tick: %+v %v", user, st, err)
 		}
-		line := queue.LineOf(user, shards)
+		line := lineOf(t, s, q, user)
 		if queue.TokenLine(st.Token.Secret) != line || queue.TokenLine(st.Token.ID) != line {
 			t.Fatalf("%s in line %d holds token %q / %q", user, line, st.Token.Secret, st.Token.ID)
 		}
@@ -207,13 +207,13 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 	}
 	user := ""
 	for i := 0; user == ""; i++ {
-		if u := fmt.Sprintf("x%d", i); queue.LineOf(u, shards) != 0 {
+		if u := fmt.Sprintf("x%d", i); lineOf(t, s, q2, u) != 0 {
 			user = u
 		}
 	}
 	st2, err := stale.Enter(ctx, q2, user)
-	if err != nil || st2.State != queue.Waiting || st2.Line != queue.LineOf(user, shards) {
-		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, queue.LineOf(user, shards))
+	if err != nil || st2.State != queue.Waiting || st2.Line != lineOf(t, s, q2, user) {
+		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, lineOf(t, s, q2, user))
 	}
 	in0, _ := cc.ZScore(ctx, redisstore.KeysFor(q2).Waiting(), user).Result()
 	inLine, err := cc.ZScore(ctx, redisstore.KeysFor(queue.LineID(q2, st2.Line)).Waiting(), user).Result()
@@ -315,9 +315,9 @@ func masterCPU(b *testing.B, cc *redis.ClusterClient) map[string]float64 {
 // TestShardedTicketsAnsweredFromTheFrontier: in a queue of three lines with
 // a tenth of its 3,000 people gone, the frontiers of its lines tell a
 // ticket holder far from the front the same place in the whole queue as a
-// read from Redis, within max(shards, 1 %): the same scaling, each line's
-// place estimated from its leaver bins to within one, and one place in a
-// line stands for about shards places in the queue.
+// read from Redis, within max(shards + 1, 1 %): the same scaling, each
+// line's place estimated from its leaver bins to within one, and one place
+// in a line stands for about shards places in the queue.
 func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 	t.Parallel()
 	s, _ := clusterStore(t)
@@ -347,14 +347,17 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 	}
 	c := startFrontiers(t, s)
 	fs := frontiers{c}
-	// The first lookups make the cache track the queue and its lines.
+	// The first lookups make the cache track the queue and its lines. (A
+	// holder in the middle: the last of a line may be estimated past its
+	// line's end, which Redis answers, and who is last in a line depends
+	// on the line key.)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		if _, ok := queue.StandingOf(fs, q, "t2999", seqs["t2999"].Generation, seqs["t2999"].Seq); ok {
+		if _, ok := queue.StandingOf(fs, q, "t1500", seqs["t1500"].Generation, seqs["t1500"].Seq); ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no frontier answer for t2999 within 3 s")
+			t.Fatal("no frontier answer for t1500 within 3 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -376,7 +379,10 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 		if d < 0 {
 			d = -d
 		}
-		if d > max(shards, 0.01*float64(fromRedis.Position)) {
+		// One place in a line is about shards places of the queue (the
+		// queue's length over the line's, which varies with the line key);
+		// a line's place off by one and the rounding: shards + 1.
+		if d > max(shards+1, 0.01*float64(fromRedis.Position)) {
 			t.Errorf("%s (line %d): frontier says %d of %d, Redis %d of %d", user, fromFrontier.Line,
 				fromFrontier.Position, fromFrontier.Total, fromRedis.Position, fromRedis.Total)
 		}
@@ -402,4 +408,14 @@ func abs(n int64) int64 {
 		return -n
 	}
 	return n
+}
+
+// lineOf is user's line in q, as s routes them.
+func lineOf(t *testing.T, s *redisstore.Store, q, user string) int {
+	t.Helper()
+	line, err := s.LineOf(context.Background(), q, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return line
 }

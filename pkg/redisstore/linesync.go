@@ -23,8 +23,9 @@ import (
 // a writer that died in between holds them no longer than this.
 const reshardingFor = 10 * time.Second
 
-// lineLocalFields are a line's own config fields, never copied over.
-var lineLocalFields = map[string]bool{"line": true, "drawPending": true, "resharding": true}
+// lineLocalFields are config fields never copied to a line: a line's own,
+// and the line key, which only the services that route read (from line 0).
+var lineLocalFields = map[string]bool{"line": true, "drawPending": true, "resharding": true, "lineKey": true}
 
 // SyncLines copies queue q's config to each of its lines 1..shards-1, with
 // a scheduled draw's seed for a line that has no draw yet, and returns how

@@ -14,13 +14,13 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 	if len(users) == 0 {
 		return map[string]queue.Standing{}, nil
 	}
-	shards, err := s.Shards(ctx, q)
+	shards, key, err := s.route(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("position many %s: %w", q, err)
 	}
 	lines := make([]int, len(users))
 	for i, u := range users {
-		lines[i] = queue.LineOf(u, shards)
+		lines[i] = queue.LineOf(key, u, shards)
 	}
 	cmds, err := s.evalAll(ctx, positionScript, len(users),
 		func(i int) []string { return KeysFor(queue.LineID(q, lines[i])).positionKeys(users[i]) },

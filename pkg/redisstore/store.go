@@ -133,7 +133,7 @@ func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
 		case n == -2:
 			return false, fmt.Errorf("leave %s: its line count is being changed: %w", q, queue.ErrUnavailable)
 		case n < -2 && attempt == 0:
-			s.lines.setShards(q, int(-2-n)) // routed by a stale count: once more
+			s.lines.noteShards(q, int(-2-n)) // routed by a stale count: once more
 		case n < -2:
 			return false, fmt.Errorf("leave %s: line count changed twice: %w", q, queue.ErrUnavailable)
 		default:

@@ -1,6 +1,7 @@
 -- close: stop taking entries and drop the waiting line and the pre-queue.
 -- Issued tokens stay valid; their holders are already through.
--- KEYS: 1 config, 2 waiting, 3 dispatch, 4 prequeue
+-- The enter times of the people in line (entered) go with them.
+-- KEYS: 1 config, 2 waiting, 3 dispatch, 4 prequeue, 5 entered
 -- ARGV: none
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
@@ -8,5 +9,5 @@ end
 redis.call('HSET', KEYS[1], 'state', 'CLOSED', 'updatedAtMs', now_ms())
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 local n = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
-redis.call('DEL', KEYS[2], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
 return n

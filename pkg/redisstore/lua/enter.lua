@@ -17,9 +17,13 @@
 -- A WAITING reply carries the place's sequence number and the queue's
 -- generation (createdAtMs): the gateway signs them into the entrant's ticket.
 --
+-- A line of a queue split into lines records when each person got their
+-- place (entered: user -> Redis TIME in µs): the leader admits across the
+-- lines in that order (queue/arrival.go).
+--
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
---       9 draw, 10 traces
+--       9 draw, 10 traces, 11 entered
 -- A queue split into sub-lines runs this on the user's line (its keys,
 -- its config copy): the caller names the line count it routed by (ARGV 5),
 -- and a wrong one is answered {'RESHARD', count} (see line_check); the cap
@@ -30,7 +34,7 @@
 --       6 the traceparent of a sampled enter ('' for none): kept in traces
 --       for a new place or pre-queue place, for the admission to link to
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
-  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs')
+  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs', 'shards')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -41,6 +45,10 @@ end
 if ARGV[6] and ARGV[6] ~= '' then
   -- Read before any write (a slot migrating fails the script here).
   redis.call('EXISTS', KEYS[10])
+end
+local split = (tonumber(cfg[10] or '1') or 1) > 1
+if split then
+  redis.call('EXISTS', KEYS[11])
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[6], now)
@@ -117,4 +125,7 @@ end
 keep_trace()
 local seq = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
+if split then
+  redis.call('HSET', KEYS[11], ARGV[1], now_us())
+end
 return reply('WAITING', cfg[1], cfg[2], measured, total + 1, total + 1, nil, seq, cfg[9])

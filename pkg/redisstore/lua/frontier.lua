@@ -14,10 +14,12 @@
 -- ARGV: 1 fine window (sequence numbers), 2 most coarse bins
 -- Reply: {'NOT_FOUND'} or {'OK', state, rate, measured, leaveShare,
 -- startsAtMs, generation, last, tail, waiting, firstLeft, fineFrom, {fine},
--- coarseFrom, {coarse}, beyond, usable (1 or 0), shards}; numbers as
--- integers or strings (the rates).
+-- coarseFrom, {coarse}, beyond, usable (1 or 0), shards, lineKey}; numbers
+-- as integers or strings (the rates). lineKey ('' for none) is the queue's
+-- line key, on line 0 of a queue split into lines: the replica finds a
+-- ticket holder's line with it (it is the services' secret, never shown).
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending', 'createdAtMs',
-  'shards')
+  'shards', 'lineKey')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -60,4 +62,4 @@ local usable = cfg[4] ~= '1' and (d[1] ~= false or tonumber(d[2] or '0') == 0)
   and beyond >= 0 and (capped or beyond == 0)
 return {'OK', cfg[1], figures.effective or cfg[2], figures[1], figures[2], tonumber(cfg[3] or '0') or 0,
   tonumber(cfg[5] or '0') or 0, last, tail, waiting, first_left, first, fine, coarse_from, coarse, beyond,
-  usable and 1 or 0, tonumber(cfg[6] or '1') or 1}
+  usable and 1 or 0, tonumber(cfg[6] or '1') or 1, (tonumber(cfg[6] or '1') or 1) > 1 and cfg[7] or ''}

@@ -32,10 +32,13 @@
 -- rate and has no effective rate recorded.
 --
 -- A line of a queue split into lines (queue/lines.go) is ticked like a
--- queue of its own, at its share of the queue's rate (ARGV 9: the line's
--- length over the queue's, from the leader) and with its share of
+-- queue of its own, at its share of the queue's rate (ARGV 9: its part of
+-- the queue's earliest arrivals, from the leader) and with its share of
 -- maxActive (line_share); the frontier it announces is the line's (its
--- line id, "<q>:<i>"), the events it writes name the queue.
+-- line id, "<q>:<i>"), the events it writes name the queue. Such a line's
+-- tick also reports the enter times (entered, kept by enter.lua) of the
+-- first ARGV 12 people still waiting after it, for the leader to merge
+-- across the lines (queue/arrival.go), and drops the admitted people's.
 --
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
 -- (prequeue and draw, built from the prefix, are touched only while a draw
@@ -45,17 +48,21 @@
 --       9 the line's share of the rate ('' for all of it),
 --       10 traceparent and 11 tracestate of the tick ('' for none), which
 --       the events it writes carry,
---       12.. (secret, token id) pairs made by the caller, one per possible admission
+--       12 how many enter times of the people still waiting to report (a
+--       line of a queue split into lines; 0 for none),
+--       13.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
 -- min rate, max rate, target latency ms, config version, interval ms,
--- traceparents}, outcome OK | PAUSED | HELD; or
+-- traceparents[, enter times]}, outcome OK | PAUSED | HELD; or
 --
 -- Interval is the time since the last tick that admitted or was paused
 -- (any leader's; 0 for the first): a tick held (outbox backlog, a draw)
 -- or missed (no leader) makes the next one's interval long. It is the
 -- admission-punctuality figure. Traceparents are those kept for the people
 -- admitted (enter.lua keeps one for a sampled enter), for the tick span to
--- link to.
+-- link to. Enter times (µs, 0 for a person without one), only on an OK
+-- reply of a line that keeps them, are not part of the recorded reply: a
+-- repeated tick reports none, and the leader keeps the ones it has.
 --
 -- {'STALE', epoch}, {'LATE', last tick id}, {'NOT_FOUND'}, {'GONE'}.
 local epoch = tonumber(ARGV[1])
@@ -75,12 +82,15 @@ if tonumber(d[9] or '') == epoch and last_no and (not tick_no or tick_no < last_
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
   'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending',
-  'version')
+  'version', 'shards')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local prefix, tick_ms, q, tick_id = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local bound = tonumber(ARGV[6])
+-- A line of a queue split into lines reports its next people's enter times.
+local split = (tonumber(cfg[13] or '1') or 1) > 1
+local want = split and (tonumber(ARGV[12]) or 0) or 0
 local now = now_ms()
 local interval = d[8] and math.max(0, now - tonumber(d[8])) or 0
 
@@ -129,7 +139,7 @@ end
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
-    prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces')
+    prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces', prefix .. 'entered')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -213,8 +223,9 @@ end
 local waiting = redis.call('ZCARD', KEYS[2])
 local heads = {}
 local traced_enters = 0
+local next_times = nil
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 11) / 2)
+  local grants = math.floor((#ARGV - 12) / 2)
   local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
@@ -233,6 +244,20 @@ if cfg[1] == 'OPEN' then
     redis.call('EXISTS', prefix .. 'left')
     redis.call('EXISTS', prefix .. 'leftbins')
     traced_enters = redis.call('EXISTS', prefix .. 'traces')
+  end
+  if want > 0 then
+    -- The enter times of the people next after this tick's.
+    next_times = {}
+    if waiting > n then
+      local users = redis.call('ZRANGE', KEYS[2], n, n + want - 1)
+      for i, at in ipairs(redis.call('HMGET', prefix .. 'entered', unpack(users))) do
+        next_times[i] = tonumber(at) or 0
+      end
+    end
+  end
+  if split and n > 0 then
+    -- Written below (the admitted people's times go).
+    redis.call('EXISTS', prefix .. 'entered')
   end
 end
 
@@ -289,7 +314,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[10 + 2 * i], ARGV[11 + 2 * i]
+  local secret, tid = ARGV[11 + 2 * i], ARGV[12 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -318,6 +343,14 @@ if issued > 0 and traced_enters == 1 then
   end
   redis.call('HDEL', prefix .. 'traces', unpack(users))
 end
+if issued > 0 and split then
+  -- The admitted people's enter times go with them.
+  local users = {}
+  for i = 1, issued do
+    users[i] = heads[2 * i - 1]
+  end
+  redis.call('HDEL', prefix .. 'entered', unpack(users))
+end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
 local fields = {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', '',
@@ -334,4 +367,6 @@ if issued > 0 then
   local line_id = string.match(prefix, '{(.-)}')
   redis.call('PUBLISH', FRONTIER_CHANNEL, line_id .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
 end
-return done({'OK', issued, expired, waiting - issued, '', 0, 0, 0, 0, 0, 0, 0, links}, fields)
+local r = done({'OK', issued, expired, waiting - issued, '', 0, 0, 0, 0, 0, 0, 0, links}, fields)
+r[14] = next_times
+return r

@@ -9,7 +9,10 @@
 -- The leaver is also counted in the leftbins hash (see bins_add), where the
 -- replicas' frontier caches learn how many of the places ahead of a ticket
 -- are empty.
--- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins, 7 traces
+-- The leaver's enter time (entered, a line of a queue split into lines) goes
+-- with them.
+-- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins, 7 traces,
+--       8 entered
 -- ARGV: 1 user id, 2 the line count the caller routed by ('' for no check;
 --       see enter): a wrong one is answered -2 - <the count>, a line being
 --       resharded -2
@@ -24,7 +27,9 @@ if wrong_line then
   return -2 - wrong_line[2]
 end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+redis.call('EXISTS', KEYS[8])
 redis.call('HDEL', KEYS[7], ARGV[1])
+redis.call('HDEL', KEYS[8], ARGV[1])
 if not score then
   return redis.call('ZREM', KEYS[5], ARGV[1])
 end

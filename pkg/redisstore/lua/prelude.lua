@@ -4,6 +4,13 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Microseconds (about 1.8e15: exact in a Lua number), for the enter times
+-- a queue split into lines is admitted by (queue/arrival.go).
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
 -- What the estimate of a wait needs from the dispatch hash: the
 -- dispatcher's measured admission rate, if it measured one in the last five
 -- seconds ("0" otherwise: the caller then uses the configured rate), and the

@@ -189,6 +189,9 @@ func (l *leader) stepDown(ls *leadership, why string, args ...any) {
 	if current {
 		delete(l.led, ls.q)
 	}
+	// The renewal goroutine steps down too: the line count is read under
+	// the lock the tick goroutine sets it under (readLines).
+	lines := len(ls.lines)
 	l.mu.Unlock()
 	if !current {
 		return
@@ -199,7 +202,7 @@ func (l *leader) stepDown(ls *leadership, why string, args ...any) {
 	}
 	ls.log.Log(context.Background(), level, "stepping down: "+why, args...)
 	l.d.relay.remove(ls.q)
-	for i := 1; i < len(ls.lines); i++ {
+	for i := 1; i < lines; i++ {
 		l.d.relay.remove(queue.LineID(ls.q, i))
 	}
 	l.d.m.SteppedDown(ls.q)

@@ -11,17 +11,19 @@ import (
 // (the queue's) is the leader's, and before its first tick the leader
 // copies the config to the other lines and raises their epochs to its own
 // (follow), so a fenced-off ex-leader can issue on none of them. Every tick
-// then ticks each line at its share of the queue's rate, the lines' lengths
-// over the queue's (queue.LineShares): the lines drain together, and the
-// people who entered at the same moment are admitted at about the same
-// time whichever line they are in. Each line keeps its own credit, batch
-// cap, slots (its share of maxActive), outbox and frontier; the shares add
-// up to the queue's rate.
+// then ticks each line at its share of the queue's rate: the part of the
+// queue's earliest arrivals that is in the line (queue.ArrivalShares), from
+// the enter times the lines' previous ticks reported. So the queue is
+// admitted in the order people came, whichever line they are in, and a
+// line made long by junk behind someone is no faster for them. Each line
+// keeps its own credit, batch cap, slots (its share of maxActive), outbox
+// and frontier; the shares add up to the queue's rate.
 
 // lineState is what the leader knows of one line of its queue.
 type lineState struct {
-	// waiting is the line's length after its last tick.
-	waiting int64
+	// heads is the front of the line after its last tick that read it
+	// (its length, the enter times of its first people).
+	heads queue.LineHeads
 	// gone: the line was closed and is done with (its keys deleted).
 	gone bool
 }
@@ -74,7 +76,8 @@ func (l *leader) follow(ctx context.Context, ls *leadership) bool {
 }
 
 // lineCalls are the tick's calls for ls's lines not gone, each at its
-// share of the rate, with the grants that share needs.
+// share of the rate, with the grants that share needs, asking each line for
+// the enter times of its next people (one tick's worth at the rate).
 func lineCalls(ls *leadership, r queue.IssueRequest, grants func(line int, rate float64) ([]queue.Grant, error), rate float64) ([]queue.IssueCall, error) {
 	if len(ls.lines) <= 1 {
 		g, err := grants(0, rate)
@@ -84,11 +87,13 @@ func lineCalls(ls *leadership, r queue.IssueRequest, grants func(line int, rate 
 		r.Grants = g
 		return []queue.IssueCall{{QueueID: ls.q, IssueRequest: r}}, nil
 	}
-	waiting := make([]int64, len(ls.lines))
+	heads := make([]queue.LineHeads, len(ls.lines))
 	for i, s := range ls.lines {
-		waiting[i] = s.waiting
+		heads[i] = s.heads
 	}
-	shares := queue.LineShares(waiting)
+	window := queue.ArrivalWindow(rate, r.Tick)
+	shares := queue.ArrivalShares(heads, window)
+	r.Heads = window
 	var calls []queue.IssueCall
 	for i, s := range ls.lines {
 		if s.gone {
@@ -116,7 +121,11 @@ func (ls *leadership) lineApplied(line int, r queue.IssueReply) bool {
 	if r.Gone {
 		ls.lines[line].gone = true
 	} else if r.Err == nil {
-		ls.lines[line].waiting = r.Waiting
+		h := &ls.lines[line].heads
+		h.Waiting = r.Waiting
+		if r.HeadsRead {
+			h.Known, h.Times = true, r.Heads
+		}
 	}
 	for _, s := range ls.lines {
 		if !s.gone {

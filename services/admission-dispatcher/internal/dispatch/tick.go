@@ -35,7 +35,9 @@ func (l *leader) tick(ctx context.Context) {
 				continue // a missing queue is found by acquire; Redis away: next tick
 			}
 			ls.rate = cfg.AdmissionRatePerSec
+			l.mu.Lock() // stepDown, on the renewal goroutine, reads the count
 			ls.readLines(cfg)
+			l.mu.Unlock()
 		}
 		if !l.follow(ctx, ls) {
 			continue

@@ -21,7 +21,12 @@ func TestShardsKnob(t *testing.T) {
 		if err != nil || r.status != http.StatusOK || st.State != "WAITING" || st.Ticket == "" {
 			t.Fatalf("enter %d: %d %+v %v", i, r.status, st, err)
 		}
-		if st.Position < 1 || st.Position > st.Total || st.Total > int64(i+1) {
+		// The total is the lines' lengths of up to 100 ms ago, scaled by
+		// how the entrant's own line moved since (docs/DESIGN.md): an
+		// estimate, within about a fifth. Which ids share a line depends
+		// on the queue's line key, so the exact figures vary from run to
+		// run.
+		if st.Position < 1 || st.Position > st.Total || st.Total > int64(i+1)*6/5+3 {
 			t.Fatalf("enter %d: place %d of %d", i, st.Position, st.Total)
 		}
 	}
