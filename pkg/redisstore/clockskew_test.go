@@ -18,8 +18,9 @@ import (
 // 1 are still pre-queued (they join the draw, at a random place among the
 // pre-queued, not ahead of them); everyone routed elsewhere waits behind
 // their line's pre-queue. Once line 1's clock reaches the start, nobody is
-// pre-queued any more. A scalper who names accounts for the slow line gains
-// the skew, no more.
+// pre-queued any more. Nobody can name accounts for the slow line (a
+// person's line is a keyed hash): whoever happens to land there gains the
+// skew, no more.
 func TestALineBehindOnTheClockClosesOnlyItsOwnPreQueueLate(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
@@ -41,7 +42,7 @@ func TestALineBehindOnTheClockClosesOnlyItsOwnPreQueueLate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slow := queue.LineOf(u, shards) == 1
+		slow := lineOf(t, s, q, u) == 1
 		if slow {
 			onSlowLine++
 		}
@@ -51,7 +52,7 @@ func TestALineBehindOnTheClockClosesOnlyItsOwnPreQueueLate(t *testing.T) {
 		case st.State == queue.Waiting && !slow:
 			waiting++
 		default:
-			t.Errorf("%s (line %d) entered after the start: %s", u, queue.LineOf(u, shards), st.State)
+			t.Errorf("%s (line %d) entered after the start: %s", u, lineOf(t, s, q, u), st.State)
 		}
 	}
 	if time.Now().After(starts.Add(skew)) {
