@@ -232,5 +232,8 @@ func Connect(ctx context.Context, url string, log *slog.Logger, scripts ...*redi
 	if err := LoadScripts(ctx, rdb, scripts...); err != nil {
 		log.Warn("could not preload Lua scripts; Redis may be down, will retry on use", "err", err)
 	}
+	if err := store.SyncClock(ctx); err != nil {
+		log.Warn("could not read Redis's clock; requests carry no deadline until a reading succeeds (retried on use)", "err", err)
+	}
 	return rdb, store, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,54 +36,75 @@ func (s *Store) nextTick() string {
 const clockRefresh = 30 * time.Second
 
 // redisClock is this process's estimate of Redis's clock: the offset of
-// Redis TIME from the local clock, read with one TIME command at most
-// every clockRefresh, and the uncertainty of the reading (half its round
-// trip). A Store on a cluster reads one node's clock; the masters' own
-// skew adds to the uncertainty (DESIGN, "Late requests").
+// Redis TIME from the local clock, read with one TIME command, and the
+// uncertainty of the reading (half its round trip). A Store on a cluster
+// reads one node's clock; the masters' own skew adds to the uncertainty
+// (DESIGN, "The atomic operations").
+//
+// The request path never waits for a reading: Connect (SyncClock) takes
+// the first one, and once a reading is older than clockRefresh a call that
+// needs it starts one TIME command of its own in the background (one at a
+// time, bounded by readClockTimeout) and goes on with the old reading. A
+// Store with no reading yet sends no deadline.
 type redisClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-	slack  time.Duration
-	read   time.Time // local time of the reading; zero: none yet
+	mu      sync.Mutex
+	offset  time.Duration
+	slack   time.Duration
+	read    time.Time // local time of the reading; zero: none yet
+	reading atomic.Bool
 }
 
-// now is Redis's time as this process estimates it, reading the clock
-// again when the last reading is older than clockRefresh. ok is false when
-// there is no reading and Redis cannot be asked for one.
-func (c *redisClock) now(ctx context.Context, rdb redis.UniversalClient) (t time.Time, slack time.Duration, ok bool) {
+// readClockTimeout bounds one background reading of Redis's clock.
+const readClockTimeout = 2 * time.Second
+
+// now is Redis's time as this process estimates it; ok is false when there
+// is no reading yet.
+func (c *redisClock) now(rdb redis.UniversalClient) (t time.Time, slack time.Duration, ok bool) {
 	c.mu.Lock()
-	fresh := !c.read.IsZero() && time.Since(c.read) < clockRefresh
-	offset, slack := c.offset, c.slack
+	read, offset, slack := c.read, c.offset, c.slack
 	c.mu.Unlock()
-	if fresh {
-		return time.Now().Add(offset), slack, true
+	if read.IsZero() || time.Since(read) >= clockRefresh {
+		if c.reading.CompareAndSwap(false, true) {
+			go func() {
+				defer c.reading.Store(false)
+				ctx, cancel := context.WithTimeout(context.Background(), readClockTimeout)
+				defer cancel()
+				_ = c.sync(ctx, rdb)
+			}()
+		}
 	}
+	if read.IsZero() {
+		return time.Time{}, 0, false
+	}
+	return time.Now().Add(offset), slack, true
+}
+
+// sync reads Redis's clock now.
+func (c *redisClock) sync(ctx context.Context, rdb redis.UniversalClient) error {
 	sent := time.Now()
 	rt, err := rdb.Time(ctx).Result()
 	back := time.Now()
 	if err != nil {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.read.IsZero() {
-			return time.Time{}, 0, false
-		}
-		return time.Now().Add(c.offset), c.slack, true
+		return classifyf("read Redis's clock", err)
 	}
 	rtt := back.Sub(sent)
-	offset = rt.Sub(sent.Add(rtt / 2))
 	c.mu.Lock()
-	c.offset, c.slack, c.read = offset, rtt/2, back
+	c.offset, c.slack, c.read = rt.Sub(sent.Add(rtt/2)), rtt/2, back
 	c.mu.Unlock()
-	return back.Add(offset), rtt / 2, true
+	return nil
 }
+
+// SyncClock reads Redis's clock (one TIME command) for the deadlines of the
+// requests that must not land late; Connect calls it once, and the Store
+// reads it again in the background every clockRefresh.
+func (s *Store) SyncClock(ctx context.Context) error { return s.clock.sync(ctx, s.rdb) }
 
 // deadline is the Redis TIME, in milliseconds, after which a request sent
 // now must be refused: when this caller gives up on it (its context's
 // deadline, or its client's read timeout for each try), plus the clock's
-// uncertainty. 0 means none (Redis's clock could not be read; the request
-// most likely fails anyway).
+// uncertainty. 0 means none: no reading of Redis's clock yet (SyncClock).
 func (s *Store) deadline(ctx context.Context) int64 {
-	rnow, slack, ok := s.clock.now(ctx, s.rdb)
+	rnow, slack, ok := s.clock.now(s.rdb)
 	if !ok {
 		return 0
 	}

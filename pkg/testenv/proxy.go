@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"sync"
@@ -318,5 +319,11 @@ func StoreAt(t testing.TB, url string) *redisstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As redisstore.Connect does: Redis's clock read once, for the
+	// deadlines of the requests that must not land late (a server not up
+	// yet is read again on use).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.SyncClock(ctx)
 	return s
 }
