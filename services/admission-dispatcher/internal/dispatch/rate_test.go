@@ -202,7 +202,9 @@ func proxiedStore(t *testing.T) (*redisstore.Store, *testenv.Proxy) { return tes
 // 100 ms: each tick waits for the previous one's reply. The catch-up grants
 // and the script's elapsed-time credit must still hold the configured rate.
 func TestRateHoldsWhenEveryRedisRoundTripTakes250ms(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it holds a rate within 2 % over 10 s, which the
+	// package's other drills on two cores pushed to -7 % (ticks 275 ms
+	// apart instead of 253).
 	const rate, delay, window = 175.0, 250 * time.Millisecond, 10 * time.Second
 	tick := 100 * time.Millisecond
 	c := newCluster(t, dispatch.Options{})
