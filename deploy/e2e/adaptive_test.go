@@ -121,9 +121,12 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	if st, v := s.call(http.MethodPut, s.gateway.URL+"/admin/v1/queues/"+fixed, "ops", "admin", "", map[string]any{"state": "PAUSED"}); st != http.StatusOK {
 		t.Fatalf("pause %s: %d %v", fixed, st, v)
 	}
-	// 45 s: alone it climbs back in about 20 s; make test runs it beside
-	// every other package on two cores, where it took 30 s and more.
-	up := waitRate("database back: at the maximum again", 45*time.Second, func(r float64) bool { return r >= maxRate })
+	// 90 s: alone it climbs back in about 20 s; make test runs it beside
+	// every other package on two cores, where it took 30 s and more, and
+	// once more than 45 s (19.1/s then, climbing: the order path under
+	// -race beside the other packages kept some reports over the target).
+	// A controller that never climbs back still fails it.
+	up := waitRate("database back: at the maximum again", 90*time.Second, func(r float64) bool { return r >= maxRate })
 	stopBuyers()
 	buyers.Wait()
 	// Tokens given back by failed orders expire a TTL later at most.
