@@ -172,3 +172,43 @@ func (l *Limiter) makeRoom(s *shard, now time.Time) {
 		}
 	}
 }
+
+// Paces holds one token bucket per key whose rate the caller gives with
+// every take (a queue's admission rate, as last read: it may change
+// between calls), holding a tenth of a second of it plus one, so a crowd
+// let through at once cannot arrive all together. The keys are few (the
+// queues a replica serves), so the map is not bounded.
+type Paces struct {
+	mu    sync.Mutex
+	byKey map[string]*rate.Limiter
+}
+
+// Take takes one from key's bucket at perSec a second; it returns 0 when
+// it did, else how long until there will be one (a second when perSec
+// allows none at all).
+func (p *Paces) Take(key string, perSec float64, now time.Time) time.Duration {
+	limit, burst := rate.Limit(perSec), int(math.Ceil(perSec/10))+1
+	p.mu.Lock()
+	if p.byKey == nil {
+		p.byKey = map[string]*rate.Limiter{}
+	}
+	lim, ok := p.byKey[key]
+	switch {
+	case !ok:
+		lim = rate.NewLimiter(limit, burst)
+		p.byKey[key] = lim
+	case lim.Limit() != limit || lim.Burst() != burst:
+		lim.SetLimit(limit)
+		lim.SetBurst(burst)
+	}
+	p.mu.Unlock()
+	res := lim.ReserveN(now, 1)
+	if !res.OK() {
+		return time.Second
+	}
+	if wait := res.DelayFrom(now); wait > 0 {
+		res.CancelAt(now)
+		return wait
+	}
+	return 0
+}

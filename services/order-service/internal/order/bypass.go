@@ -3,13 +3,10 @@ package order
 import (
 	"context"
 	"fmt"
-	"math"
-	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/throttle"
 )
 
 // outageSkew is how far the issuer's clock (the dispatcher's, in a signed
@@ -107,41 +104,16 @@ func (s *Service) placeBypassed(ctx context.Context, r PlaceRequest, tokenID str
 
 // localLimits hold each fail-OPEN queue's bypassed orders to its admission
 // rate while Redis, which paces the line, is gone: a token bucket per queue
-// in this replica (n replicas let n times the rate through), filled at the
-// rate and holding a tenth of a second of it plus one, so a crowd let
-// straight to the order form cannot hit the database all at once.
-type localLimits struct {
-	mu      sync.Mutex
-	byQueue map[string]*rate.Limiter
-}
+// in this replica (n replicas let n times the rate through), a tenth of a
+// second of it plus one (throttle.Paces).
+type localLimits struct{ paces throttle.Paces }
 
-func newLocalLimits() *localLimits {
-	return &localLimits{byQueue: map[string]*rate.Limiter{}}
-}
+func newLocalLimits() *localLimits { return &localLimits{} }
 
 // allow takes one order from q's bucket at perSec a second, or returns a
 // *RateLimitedError saying when there will be one.
 func (l *localLimits) allow(q string, perSec float64) error {
-	limit, burst := rate.Limit(perSec), int(math.Ceil(perSec/10))+1
-	l.mu.Lock()
-	lim, ok := l.byQueue[q]
-	switch {
-	case !ok:
-		lim = rate.NewLimiter(limit, burst)
-		l.byQueue[q] = lim
-	case lim.Limit() != limit || lim.Burst() != burst:
-		// The rate changed since (the last configuration read).
-		lim.SetLimit(limit)
-		lim.SetBurst(burst)
-	}
-	l.mu.Unlock()
-	now := time.Now()
-	res := lim.ReserveN(now, 1)
-	if !res.OK() {
-		return &RateLimitedError{RetryAfter: time.Second}
-	}
-	if wait := res.DelayFrom(now); wait > 0 {
-		res.CancelAt(now)
+	if wait := l.paces.Take(q, perSec, time.Now()); wait > 0 {
 		return &RateLimitedError{RetryAfter: max(wait, 100*time.Millisecond)}
 	}
 	return nil

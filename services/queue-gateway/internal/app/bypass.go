@@ -3,14 +3,12 @@ package app
 import (
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/throttle"
 )
 
 // Configs are the queue configurations the gateway keeps in memory, so it
@@ -31,7 +29,7 @@ type Configs interface {
 // one that fails CLOSED. It returns s.
 func (s *Service) WithPasses(signer *grant.Signer) *Service {
 	if signer != nil {
-		s.passes = &passBook{signer: signer, byQueue: map[string]*rate.Limiter{}, held: map[string]queue.Token{}}
+		s.passes = &passBook{signer: signer, held: map[string]queue.Token{}}
 	}
 	return s
 }
@@ -100,17 +98,16 @@ var errPassesUsedUp = errors.New("no pass to give right now")
 const maxHeldPasses = 200_000
 
 // passBook gives passes while Redis is down: per queue at most the
-// queue's admission rate from this replica (a token bucket holding a tenth
-// of a second of it, plus one: n replicas give n times the rate, as the
-// order-service's buckets let n times the rate order), and to a person who
-// asks again the pass they were given (until it expires), so polling does
-// not use the rate up.
+// queue's admission rate from this replica (throttle.Paces, as the
+// order-service's bypassed orders: n replicas give n times the rate), and
+// to a person who asks again the pass they were given (until it expires),
+// so polling does not use the rate up.
 type passBook struct {
 	signer *grant.Signer
+	paces  throttle.Paces
 
-	mu      sync.Mutex
-	byQueue map[string]*rate.Limiter
-	held    map[string]queue.Token // by queue "\x00" user
+	mu   sync.Mutex
+	held map[string]queue.Token // by queue "\x00" user
 }
 
 func (b *passBook) holding(q, user string, now time.Time) (queue.Token, bool) {
@@ -121,7 +118,6 @@ func (b *passBook) holding(q, user string, now time.Time) (queue.Token, bool) {
 }
 
 func (b *passBook) give(q, user string, cfg queue.Config, now time.Time) (queue.Token, error) {
-	limit, burst := rate.Limit(cfg.AdmissionRatePerSec), int(math.Ceil(cfg.AdmissionRatePerSec/10))+1
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.held) >= maxHeldPasses {
@@ -134,16 +130,7 @@ func (b *passBook) give(q, user string, cfg queue.Config, now time.Time) (queue.
 			return queue.Token{}, errPassesUsedUp
 		}
 	}
-	lim, ok := b.byQueue[q]
-	switch {
-	case !ok:
-		lim = rate.NewLimiter(limit, burst)
-		b.byQueue[q] = lim
-	case lim.Limit() != limit || lim.Burst() != burst:
-		lim.SetLimit(limit)
-		lim.SetBurst(burst)
-	}
-	if !lim.AllowN(now, 1) {
+	if b.paces.Take(q, cfg.AdmissionRatePerSec, now) > 0 {
 		return queue.Token{}, errPassesUsedUp
 	}
 	gs, err := b.signer.Grants(q, 0, 1, now)
