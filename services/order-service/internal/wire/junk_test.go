@@ -54,30 +54,18 @@ func TestJunkLookupsReachPostgresOnlyWithinTheUserAllowance(t *testing.T) {
 
 	junkUser := "lookup-junk-" + s.q
 	jwt := s.token(junkUser, "")
-	var (
-		mu     sync.Mutex
-		counts = map[int]int{}
-		errs   []error
-		wg     sync.WaitGroup
-		next   atomic.Int64
-	)
 	start := time.Now()
-	for range conns {
-		wg.Go(func() {
-			for i := next.Add(1); i <= junk; i = next.Add(1) {
-				r := s.do(http.MethodGet, "/api/v1/orders/"+junkOrderID(int(i)), jwt, "", nil)
-				mu.Lock()
-				counts[r.status]++
-				if r.status == http.StatusTooManyRequests && (r.header.Get("Retry-After") == "" ||
-					r.header.Get("Content-Type") != "application/problem+json" || r.problemType() != "rate-limited") {
-					errs = append(errs, fmt.Errorf("429 without Retry-After or problem+json rate-limited: %v %s", r.header, r.body))
-				}
-				mu.Unlock()
-			}
-		})
-	}
+	wait := flood(conns, junk, func(i int) response {
+		return s.do(http.MethodGet, "/api/v1/orders/"+junkOrderID(i), jwt, "", nil)
+	}, func(r response) error {
+		if r.status == http.StatusTooManyRequests && (r.header.Get("Retry-After") == "" ||
+			r.header.Get("Content-Type") != "application/problem+json" || r.problemType() != "rate-limited") {
+			return fmt.Errorf("429 without Retry-After or problem+json rate-limited: %v %s", r.header, r.body)
+		}
+		return nil
+	})
 	mid := s.do(http.MethodGet, own, s.token(owner, ""), "", nil)
-	wg.Wait()
+	counts, errs := wait()
 	elapsed := time.Since(start)
 	for _, err := range errs {
 		t.Error(err)
@@ -231,28 +219,15 @@ func TestProductListIsLimitedPerAddress(t *testing.T) {
 	const perSec, reads, conns = 5, 200, 20
 	s := newStack(t, stackOptions{config: func(c *Config) { c.PublicRatePerIP = perSec }})
 	s.product("p1", 10)
-	var (
-		mu     sync.Mutex
-		counts = map[int]int{}
-		errs   []error
-		wg     sync.WaitGroup
-		next   atomic.Int64
-	)
 	start := time.Now()
-	for range conns {
-		wg.Go(func() {
-			for i := next.Add(1); i <= reads; i = next.Add(1) {
-				r := s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil)
-				mu.Lock()
-				counts[r.status]++
-				if r.status == http.StatusTooManyRequests && (r.header.Get("Retry-After") == "" || r.problemType() != "rate-limited") {
-					errs = append(errs, fmt.Errorf("429 without Retry-After or rate-limited: %v %s", r.header, r.body))
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	counts, errs := flood(conns, reads, func(int) response {
+		return s.do(http.MethodGet, "/api/v1/products?queueId="+s.q, "", "", nil)
+	}, func(r response) error {
+		if r.status == http.StatusTooManyRequests && (r.header.Get("Retry-After") == "" || r.problemType() != "rate-limited") {
+			return fmt.Errorf("429 without Retry-After or rate-limited: %v %s", r.header, r.body)
+		}
+		return nil
+	})()
 	elapsed := time.Since(start)
 	for _, err := range errs {
 		t.Error(err)
@@ -312,5 +287,35 @@ func TestLookupsInFlightAreCappedAcrossUsers(t *testing.T) {
 	// straggler may find the cap free again.
 	if n := int(reached.Load()); n < 1 || n > 3 || n != counts[http.StatusNotFound] {
 		t.Fatalf("%d lookups reached Postgres, %d answered 404; want 1 to 3 and equal", n, counts[http.StatusNotFound])
+	}
+}
+
+// flood sends n requests over conns connections at once, send(i) for i
+// from 1 to n, and returns at once the func that waits for every answer
+// and gives them by status, with what check found wrong in any.
+func flood(conns, n int, send func(i int) response, check func(response) error) func() (map[int]int, []error) {
+	var (
+		mu     sync.Mutex
+		counts = map[int]int{}
+		errs   []error
+		wg     sync.WaitGroup
+		next   atomic.Int64
+	)
+	for range conns {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				r := send(int(i))
+				mu.Lock()
+				counts[r.status]++
+				if err := check(r); err != nil {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	return func() (map[int]int, []error) {
+		wg.Wait()
+		return counts, errs
 	}
 }
