@@ -4,11 +4,13 @@
 # Redis Cluster with replicas and a 3-node RabbitMQ cluster. Nothing here
 # touches the machine's own servers (6379, 5672, epmd 4369).
 #
-#   replicated.sh sentinel up DIR [PRIMARY REPLICA S1 S2 S3] [--replica-of HOST:PORT]
-#       a primary, one replica and three sentinels (quorum 2, down-after
-#       1000 ms) monitoring master "wr"; prints REDIS_URL for the services.
-#       --replica-of points the replica at HOST:PORT instead of the primary
-#       (a proxy in between, to make the replica lag or cut it off).
+#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA]]]]
+#       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
+#       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
+#       and SENTINELS are comma lists of ports (default two replicas, three
+#       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
+#       primary), points a replica at a proxy in between, to make it lag or
+#       cut it off.
 #   replicated.sh redis-cluster up DIR [P1 .. P6]
 #       three masters, each with one replica; prints REDIS_URL (the seeds).
 #   replicated.sh rabbitmq up DIR [P1 P2 P3]      (deploy/local/cluster/rabbitmq.sh)
@@ -18,7 +20,7 @@
 #
 # Every process writes DIR/<name>.pid; `down` kills them by PID, so a test
 # that fails still leaves nothing running. Default ports: sentinel set
-# 26400-26404, Redis Cluster 26410-26415 (bus ports + 10000), RabbitMQ see
+# 26400-26405, Redis Cluster 26410-26415 (bus ports + 10000), RabbitMQ see
 # its script.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -46,21 +48,22 @@ redis_node() {
 
 sentinel_up() {
   need redis-server redis-server
-  local primary="${1:-26400}" replica="${2:-26401}" s1="${3:-26402}" s2="${4:-26403}" s3="${5:-26404}" via=""
-  shift $(( $# < 5 ? $# : 5 ))
-  while [ $# -gt 0 ]; do
-    case "$1" in
-      --replica-of) via="$2"; shift 2 ;;
-      *) die "unknown option $1" ;;
-    esac
-  done
+  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}"
+  local rs ss vs
+  IFS=, read -r -a rs <<<"$replicas"
+  IFS=, read -r -a ss <<<"$sentinels"
+  IFS=, read -r -a vs <<<"$via"
   redis_node "$dir" "$primary"
   wait_ping "$primary"
-  [ -n "$via" ] || via="127.0.0.1:$primary"
-  redis_node "$dir" "$replica" --replicaof "${via%:*}" "${via##*:}"
-  wait_ping "$replica"
-  local s
-  for s in "$s1" "$s2" "$s3"; do
+  local i r s
+  for i in "${!rs[@]}"; do
+    r="${rs[$i]}"
+    local to="${vs[$i]:-}"
+    [ -n "$to" ] || to="127.0.0.1:$primary"
+    redis_node "$dir" "$r" --replicaof "${to%:*}" "${to##*:}" --replica-announce-ip 127.0.0.1 --replica-announce-port "$r"
+    wait_ping "$r"
+  done
+  for s in "${ss[@]}"; do
     cat >"$dir/sentinel-$s.conf" <<EOF
 port $s
 bind 127.0.0.1
@@ -75,21 +78,24 @@ sentinel parallel-syncs wr 1
 EOF
     redis-server "$dir/sentinel-$s.conf" --sentinel
   done
-  for s in "$s1" "$s2" "$s3"; do wait_ping "$s"; done
-  # Until the sentinels know the replica and each other, a failover could
+  for s in "${ss[@]}"; do wait_ping "$s"; done
+  # Until the sentinels know the replicas and each other, a failover could
   # not happen: wait for both (10 s).
+  local ok=0
   for _ in $(seq 1 200); do
-    local ok=1
-    for s in "$s1" "$s2" "$s3"; do
+    ok=1
+    for s in "${ss[@]}"; do
       local info
       info="$(redis-cli -p "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
-      [[ "$info" == *"num-slaves 1 "* && "$info" == *"num-other-sentinels 2 "* ]] || ok=0
+      [[ "$info" == *"num-slaves ${#rs[@]} "* && "$info" == *"num-other-sentinels $(( ${#ss[@]} - 1 )) "* ]] || ok=0
     done
     [ "$ok" = 1 ] && break
     sleep 0.05
   done
-  [ "$ok" = 1 ] || die "the sentinels did not find the replica and each other within 10 s (logs in $dir)"
-  echo "REDIS_URL=redis+sentinel://127.0.0.1:$s1,127.0.0.1:$s2,127.0.0.1:$s3/wr"
+  [ "$ok" = 1 ] || die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
+  local urls=()
+  for s in "${ss[@]}"; do urls+=("127.0.0.1:$s"); done
+  echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr"
 }
 
 redis_cluster_up() {

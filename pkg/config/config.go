@@ -51,10 +51,19 @@ func (r Redis) Check() error {
 	if r.WaitReplicas < -1 {
 		return fmt.Errorf("REDIS_WAIT_REPLICAS must be 0 or more, got %d", r.WaitReplicas)
 	}
-	if r.WaitTimeout <= 0 || r.WaitTimeout >= time.Second {
+	if r.WaitTimeout < 0 || r.WaitTimeout >= time.Second {
 		return fmt.Errorf("REDIS_WAIT_TIMEOUT must be above 0 and below 1s, got %s", r.WaitTimeout)
 	}
 	return nil
+}
+
+// Wait is WaitTimeout, or its default (250 ms) when a Redis built in code
+// leaves it zero.
+func (r Redis) Wait() time.Duration {
+	if r.WaitTimeout == 0 {
+		return 250 * time.Millisecond
+	}
+	return r.WaitTimeout
 }
 
 // AMQP names the RabbitMQ broker.

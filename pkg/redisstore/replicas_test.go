@@ -36,8 +36,8 @@ type replicated struct {
 
 func newReplicated(t *testing.T) *replicated {
 	t.Helper()
-	set := testenv.StartSentinelSet(t, true)
-	r := &replicated{set: set, primary: set.Node(set.Primary), replica: set.Node(set.Replica)}
+	set := testenv.StartSentinelSet(t, 1, true)
+	r := &replicated{set: set, primary: set.Node(set.Primary), replica: set.Node(set.Replicas[0])}
 	r.s = testenv.StoreAt(t, set.NodeURL(set.Primary))
 	r.s2 = testenv.StoreAt(t, set.NodeURL(set.Primary))
 	r.s.RequireReplicas(1, replicaWait)
@@ -47,11 +47,11 @@ func newReplicated(t *testing.T) *replicated {
 
 // lag makes the replica run replicaLag behind; caughtUp ends that and
 // waits until the replica has what the primary has.
-func (r *replicated) lag() { r.set.Link.Delay(replicaLag) }
+func (r *replicated) lag() { r.set.Links[0].Delay(replicaLag) }
 
 func (r *replicated) caughtUp(t *testing.T) {
 	t.Helper()
-	r.set.Link.Delay(0)
+	r.set.Links[0].Delay(0)
 	want := replOffset(t, r.primary, "master_repl_offset")
 	testenv.WaitFor(t, 10*time.Second, "the replica caught up", func() bool {
 		return replOffset(t, r.replica, "master_repl_offset") >= want
@@ -62,7 +62,7 @@ func (r *replicated) caughtUp(t *testing.T) {
 // returns once it sleeps.
 func (r *replicated) pause(t *testing.T, d time.Duration) {
 	t.Helper()
-	c := r.set.Node(r.set.Replica)
+	c := r.set.Node(r.set.Replicas[0])
 	go c.Do(context.Background(), "debug", "sleep", d.Seconds())
 	time.Sleep(50 * time.Millisecond)
 }
@@ -330,9 +330,9 @@ func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 	r.lag()
 	time.Sleep(time.Second) // enters now wait for a replica 1.5 s behind
 	r.set.Kill(r.set.Primary)
-	r.set.Link.Cut()
+	r.set.Links[0].Cut()
 	testenv.WaitFor(t, 30*time.Second, "the sentinels promoted the replica", func() bool {
-		return r.set.Master(ctx) == r.set.Replica
+		return r.set.Master(ctx) == r.set.Replicas[0]
 	})
 	promoted := time.Now()
 	// Enters go on against the new primary (no replica now: not acknowledged).
@@ -342,7 +342,7 @@ func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 		<-done
 	}
 
-	newPrimary := r.set.Node(r.set.Replica)
+	newPrimary := r.set.Node(r.set.Replicas[0])
 	k := redisstore.KeysFor(q)
 	acked, lost := 0, 0
 	for w := range workers {
@@ -368,7 +368,7 @@ func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 	if got, _ := newPrimary.HGet(ctx, k.Dispatch(), "epoch").Int64(); got != epoch {
 		t.Fatalf("epoch on the new primary %d, want the acknowledged %d", got, epoch)
 	}
-	np := testenv.StoreAt(t, r.set.NodeURL(r.set.Replica))
+	np := testenv.StoreAt(t, r.set.NodeURL(r.set.Replicas[0]))
 	testenv.WaitFor(t, 10*time.Second, "a new lease", func() bool {
 		e, err := np.AcquireLease(ctx, q, "new-leader", 2*time.Second)
 		if err != nil {

@@ -15,48 +15,71 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SentinelSet is a private Redis primary with one replica and three
+// SentinelSet is a private Redis primary with replicas and three
 // sentinels (master name "wr", quorum 2, down-after 1000 ms), started by
 // deploy/local/replicated.sh on free ports. Every process is killed by PID
 // when the test ends, even when it fails.
 type SentinelSet struct {
 	t   testing.TB
 	dir string
-	// Primary and Replica are the ports the set started with; after a
-	// failover the roles swap (Master tells which is which).
-	Primary, Replica int
-	Sentinels        []int
+	// Primary and Replicas are the ports the set started with; after a
+	// failover the roles change (Master tells which is the primary).
+	Primary   int
+	Replicas  []int
+	Sentinels []int
 	// URL is REDIS_URL for the services: redis+sentinel://.../wr.
 	URL string
-	// Link is the proxy the replica replicates through, when asked for:
-	// delay it to make the replica lag, cut it to cut the replica off.
-	Link *Proxy
+	// Links are the proxies the replicas replicate through (one each),
+	// when asked for: delay one to make its replica lag, cut it to cut the
+	// replica off.
+	Links []*Proxy
 }
 
-// StartSentinelSet starts a SentinelSet; with link, the replica reaches the
-// primary through a Proxy (SentinelSet.Link).
-func StartSentinelSet(t testing.TB, link bool) *SentinelSet {
+// StartSentinelSet starts a SentinelSet of replicas replicas; with linked,
+// each replica reaches the primary through a Proxy of its own
+// (SentinelSet.Links).
+func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("the failover tests run their own redis-server and sentinels, which are not installed: apt-get install -y redis-server (%v)", err)
 	}
 	s := &SentinelSet{t: t, dir: t.TempDir()}
-	s.Primary, s.Replica = FreePort(t), FreePort(t)
+	s.Primary = FreePort(t)
+	var rs, ss, via []string
+	for range replicas {
+		p := FreePort(t)
+		s.Replicas = append(s.Replicas, p)
+		rs = append(rs, strconv.Itoa(p))
+		if linked {
+			l := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
+			s.Links = append(s.Links, l)
+			via = append(via, l.Addr())
+		}
+	}
 	for range 3 {
-		s.Sentinels = append(s.Sentinels, FreePort(t))
-	}
-	args := []string{"sentinel", "up", s.dir, strconv.Itoa(s.Primary), strconv.Itoa(s.Replica)}
-	for _, p := range s.Sentinels {
-		args = append(args, strconv.Itoa(p))
-	}
-	if link {
-		s.Link = StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
-		args = append(args, "--replica-of", s.Link.Addr())
+		p := FreePort(t)
+		s.Sentinels = append(s.Sentinels, p)
+		ss = append(ss, strconv.Itoa(p))
 	}
 	t.Cleanup(s.down)
-	out := runReplicated(t, args...)
+	out := runReplicated(t, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
+		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","))
 	s.URL = envLine(t, out, "REDIS_URL")
 	return s
+}
+
+// Lag delays every link by d (0 ends it); Cut cuts them all.
+func (s *SentinelSet) Lag(d time.Duration) {
+	for _, l := range s.Links {
+		l.Delay(d)
+	}
+}
+
+// Cut cuts every replica's link to the primary it started with.
+func (s *SentinelSet) Cut() {
+	for _, l := range s.Links {
+		l.Cut()
+	}
 }
 
 // runReplicated runs deploy/local/replicated.sh and returns its output.
