@@ -380,3 +380,76 @@ func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 		return e > epoch
 	})
 }
+
+// Two dispatchers never issue in the same epoch, with a failover faster
+// than the lease (10 s here, the failover about 2.5 s). The leader's grant
+// was acknowledged: on the new primary its lock still holds, nobody else
+// takes it, and the leader goes on issuing at its epoch. Another owner's
+// grant made while the replica lagged was not acknowledged (so it never
+// led); the failover loses it, and the epoch granted after is still above
+// it: that owner's ticks are refused as stale.
+func TestTwoLeadersNeverShareAnEpochAcrossAFailoverFasterThanTheLease(t *testing.T) {
+	t.Parallel()
+	r := newReplicated(t)
+	ctx := context.Background()
+	a := newQueue(t, r.s, func(c *queue.Config) { c.AdmissionRatePerSec, c.ActivationSpreadMs = 1000, 0 })
+	b := newQueue(t, r.s, func(c *queue.Config) { c.AdmissionRatePerSec, c.ActivationSpreadMs = 1000, 0 })
+	for _, q := range []string{a, b} {
+		for _, u := range []string{"u1", "u2", "u3"} {
+			if _, err := r.s.Enter(ctx, q, u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const lease = 10 * time.Second
+	ea, err := r.s.AcquireLease(ctx, a, "leader-a", lease)
+	if err != nil || ea <= 0 {
+		t.Fatalf("a's grant: %d %v", ea, err)
+	}
+	r.lag()
+	if e, err := r.s.AcquireLease(ctx, b, "leader-b", lease); !notReplicated(err) || e != 0 {
+		t.Fatalf("b's grant while the replica lags: %d %v, want ErrNotReplicated", e, err)
+	}
+	lostB, _ := r.primary.HGet(ctx, redisstore.KeysFor(b).Dispatch(), "epoch").Int64()
+	if lostB <= 0 {
+		t.Fatalf("b's unacknowledged epoch on the old primary: %d", lostB)
+	}
+	failedAt := time.Now()
+	r.set.Kill(r.set.Primary)
+	r.set.Links[0].Cut()
+	testenv.WaitFor(t, 30*time.Second, "the sentinels promoted the replica", func() bool {
+		return r.set.Master(ctx) == r.set.Replicas[0]
+	})
+	took := time.Since(failedAt)
+	if took >= lease {
+		t.Fatalf("the failover took %s, not faster than the %s lease", took, lease)
+	}
+	np := testenv.StoreAt(t, r.set.NodeURL(r.set.Replicas[0]))
+
+	// a: still led by leader-a at ea; nobody else gets it.
+	if e, err := np.AcquireLease(ctx, a, "usurper", lease); err != nil || e != 0 {
+		t.Fatalf("another owner's acquire of a after the failover: %d %v, want 0 (held)", e, err)
+	}
+	if ok, err := np.RenewLease(ctx, a, "leader-a", ea, lease); err != nil || !ok {
+		t.Fatalf("leader-a's renew after the failover: %v %v", ok, err)
+	}
+	issued := 0
+	testenv.WaitFor(t, 10*time.Second, "leader-a issues on the new primary", func() bool {
+		res, err := np.Issue(ctx, a, queue.IssueRequest{Epoch: ea, Tick: time.Second, Grants: grants(t, 3)})
+		if err != nil {
+			t.Fatalf("leader-a's tick at epoch %d after the failover: %v", ea, err)
+		}
+		issued += res.Issued
+		return issued > 0
+	})
+
+	// b: the lost grant's epoch is gone; the next one is above it.
+	eb, err := np.AcquireLease(ctx, b, "leader-b2", lease)
+	if err != nil || eb <= lostB {
+		t.Fatalf("b's grant after the failover: %d %v, want above the lost %d", eb, err, lostB)
+	}
+	if _, err := np.Issue(ctx, b, queue.IssueRequest{Epoch: lostB, Tick: time.Second, Grants: grants(t, 1)}); !errors.Is(err, queue.ErrStaleEpoch) {
+		t.Fatalf("a tick at the lost epoch %d: %v, want ErrStaleEpoch", lostB, err)
+	}
+	t.Logf("failover in %s; a kept epoch %d and issued %d; b's lost epoch %d, next %d", took.Round(time.Millisecond), ea, issued, lostB, eb)
+}
