@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -134,15 +135,20 @@ func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) st
 
 // evalRounds runs script once per call in pipelined rounds (see
 // pipelineAcked, with WAITs only when ack is set) and returns each call's
-// command, whether the replicas confirmed it, and the rounds' error. A
-// pipeline cannot fall back from EVALSHA to EVAL per command, so when the
-// server lost its script cache (a restart, a failover) the script is loaded
-// and the calls that got NOSCRIPT are sent again: they did not run.
+// command, whether the replicas confirmed it, and the rounds' error.
 func (s *Store) evalRounds(ctx context.Context, script *redis.Script, n int, keys func(i int) []string, args func(i int) []any, ack bool) ([]*redis.Cmd, []bool, error) {
+	return s.evalMixed(ctx, func(int) *redis.Script { return script }, n, keys, args, ack)
+}
+
+// evalMixed is evalRounds with a script per call. A pipeline cannot fall
+// back from EVALSHA to EVAL per command, so when the server lost its script
+// cache (a restart, a failover) the scripts are loaded and the calls that
+// got NOSCRIPT are sent again: they did not run.
+func (s *Store) evalMixed(ctx context.Context, script func(i int) *redis.Script, n int, keys func(i int) []string, args func(i int) []any, ack bool) ([]*redis.Cmd, []bool, error) {
 	cmds := make([]*redis.Cmd, n)
 	confirmed := make([]bool, n)
 	send := func(idx []int) error {
-		build := func(p redis.Pipeliner, i int) { cmds[i] = script.EvalSha(ctx, p, keys(i), args(i)...) }
+		build := func(p redis.Pipeliner, i int) { cmds[i] = script(i).EvalSha(ctx, p, keys(i), args(i)...) }
 		if !ack || !s.acking() {
 			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, i := range idx {
@@ -167,17 +173,21 @@ func (s *Store) evalRounds(ctx context.Context, script *redis.Script, n int, key
 	}
 	err := send(all)
 	var again []int
+	reload := map[*redis.Script]bool{}
 	for i, c := range cmds {
 		if c == nil {
 			continue // its round could not be made (no slot map): err says why
 		}
 		if cerr := c.Err(); cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
 			again = append(again, i)
+			reload[script(i)] = true
 		}
 	}
 	if len(again) > 0 {
-		if lerr := script.Load(ctx, s.rdb).Err(); lerr != nil {
-			return s.filled(cmds, lerr), confirmed, lerr
+		for sc := range reload {
+			if lerr := sc.Load(ctx, s.rdb).Err(); lerr != nil {
+				return s.filled(cmds, lerr), confirmed, lerr
+			}
 		}
 		err = send(again)
 	}
@@ -202,15 +212,93 @@ func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
 
 // evalAcked runs script once and acknowledges it (see RequireReplicas):
 // its reply, or queue.ErrNotReplicated when it ran but the replicas did not
-// confirm it in time.
+// confirm it in time. While replicas are required, concurrent calls are
+// sent together (group commit, ackBatch): one pipelined round and one WAIT
+// for all the calls that came while the previous round was out, so the
+// wait for the replica costs a round trip per batch, not per call.
 func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cmds, confirmed, _ := s.evalRounds(ctx, script, 1,
-		func(int) []string { return keys }, func(int) []any { return args }, true)
-	c := cmds[0]
-	if c.Err() == nil && !confirmed[0] {
-		c.SetErr(notReplicated{})
+	if !s.acking() {
+		cmds, _, _ := s.evalRounds(ctx, script, 1, func(int) []string { return keys }, func(int) []any { return args }, false)
+		return cmds[0]
 	}
-	return c
+	c := &ackCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	b := &s.acks
+	b.mu.Lock()
+	b.pending = append(b.pending, c)
+	lead := b.flushers < ackFlushers
+	if lead {
+		b.flushers++
+	}
+	b.mu.Unlock()
+	if lead {
+		s.flushAcked()
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		// The call may still run with its batch: as with any call whose
+		// answer was not awaited, its repeat is safe.
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// ackFlushers bounds the rounds in flight at once (each holds one
+// connection); ackBatchMax bounds one round's calls.
+const (
+	ackFlushers = 4
+	ackBatchMax = 128
+)
+
+// ackBatch is the Store's group commit of acknowledged calls.
+type ackBatch struct {
+	mu       sync.Mutex
+	pending  []*ackCall
+	flushers int
+}
+
+// ackCall is one acknowledged script call waiting for its round.
+type ackCall struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+	done   chan struct{}
+}
+
+// flushAcked sends the pending calls in rounds until none is left; the
+// caller that found fewer than ackFlushers rounds going runs it.
+func (s *Store) flushAcked() {
+	b := &s.acks
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.flushers--
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.pending), ackBatchMax)
+		batch := make([]*ackCall, n)
+		copy(batch, b.pending)
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+
+		// The round outlives any one caller's context (another's call is
+		// in it); it keeps the first call's values, its trace among them.
+		ctx := context.WithoutCancel(batch[0].ctx)
+		cmds, confirmed, _ := s.evalMixed(ctx, func(i int) *redis.Script { return batch[i].script }, n,
+			func(i int) []string { return batch[i].keys }, func(i int) []any { return batch[i].args }, true)
+		for i, c := range batch {
+			if cmds[i].Err() == nil && !confirmed[i] {
+				cmds[i].SetErr(notReplicated{})
+			}
+			c.cmd = cmds[i]
+			close(c.done)
+		}
+	}
 }
 
 // notReplicated is the command error of a change the replicas did not
@@ -224,41 +312,43 @@ func (notReplicated) Unwrap() error { return queue.ErrNotReplicated }
 // OutboxReplicated confirms that the replicas hold the events of batches
 // before the relay publishes them: a TokenIssued published for a tick a
 // failover then undid would admit its person twice (the new primary admits
-// them again). Per batch it claims the events for their own consumer again
-// (XCLAIM, min idle 0, JUSTID: a change the replicas must receive, made
-// after the events were written) and waits (WAIT) on the same connection.
+// them again). It writes a no-op after the events (lua/touch.lua: the
+// queue's epoch rewritten with itself) and waits (WAIT) on the same
+// connection: one round for all the queues (one per master on a Cluster).
 // It returns nil at once when no replicas are required, and
 // queue.ErrNotReplicated when they did not confirm in time.
-func (s *Store) OutboxReplicated(ctx context.Context, consumer string, batches []queue.OutboxBatch) error {
+func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatch) error {
 	if !s.acking() {
 		return nil
 	}
-	var idx []int
-	for i, b := range batches {
+	var qs []string
+	for _, b := range batches {
 		if len(b.Events) > 0 {
-			idx = append(idx, i)
+			qs = append(qs, b.QueueID)
 		}
 	}
-	if len(idx) == 0 {
+	if len(qs) == 0 {
 		return nil
 	}
-	claims := make([]*redis.StringSliceCmd, len(batches))
-	confirmed, err := s.pipelineAcked(ctx, idx, func(i int) string { return KeysFor(batches[i].QueueID).Outbox() },
-		func(p redis.Pipeliner, i int) {
-			ids := make([]string, len(batches[i].Events))
-			for j, e := range batches[i].Events {
-				ids[j] = e.StreamID
-			}
-			claims[i] = p.XClaimJustID(ctx, &redis.XClaimArgs{
-				Stream: KeysFor(batches[i].QueueID).Outbox(), Group: OutboxGroup, Consumer: consumer, MinIdle: 0, Messages: ids,
-			})
-		})
+	// One touch per round is enough (WAIT counts the connection's last
+	// write); on a Cluster, rounds go per master, each touching one of its
+	// queues.
+	rs, err := s.rounds(ctx, len(qs), func(i int) string { return KeysFor(qs[i]).Dispatch() })
 	if err != nil {
 		return classifyf("outbox replicated", err)
 	}
-	for _, i := range idx {
-		if !confirmed[i] {
-			return fmt.Errorf("outbox %s: %w", batches[i].QueueID, queue.ErrNotReplicated)
+	reps := make([]int, len(rs))
+	for j, r := range rs {
+		reps[j] = r.idx[0]
+	}
+	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(reps),
+		func(i int) []string { return []string{KeysFor(qs[reps[i]]).Dispatch()} }, func(int) []any { return nil }, true)
+	if err != nil {
+		return classifyf("outbox replicated", err)
+	}
+	for i, c := range cmds {
+		if n, _ := c.Int64(); n != 1 || !confirmed[i] {
+			return fmt.Errorf("outbox %s: %w", qs[reps[i]], queue.ErrNotReplicated)
 		}
 	}
 	return nil

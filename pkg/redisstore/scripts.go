@@ -43,10 +43,11 @@ var (
 	ackScript      = script("outbox_ack")
 	drawScript     = script("draw")
 	frontierScript = script("frontier")
+	touchScript    = script("touch")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
-var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, ackScript, drawScript}
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, ackScript, drawScript, touchScript}
 
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}

@@ -28,6 +28,7 @@ type Store struct {
 	// repl is how many replicas must hold a change before it is
 	// acknowledged (replicas.go).
 	repl replication
+	acks ackBatch
 }
 
 // NewStore returns a Store over rdb.

@@ -206,7 +206,7 @@ func (r *relay) round(ctx context.Context) error {
 	}
 	// Published only once the replicas hold them: an admission a failover
 	// then undid would be admitted again by the new primary.
-	if err := r.d.store.OutboxReplicated(ctx, o.Owner, found); err != nil {
+	if err := r.d.store.OutboxReplicated(ctx, found); err != nil {
 		for _, b := range found {
 			led[b.QueueID].pending = true
 		}
