@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
@@ -26,4 +27,54 @@ func TestRedisPrimaryKillUnderLoad(t *testing.T) {
 	r.redisURL = set.URL
 	failoverSale(t, r, "redis-primary-kill-under-load", testenv.StoreAt(t, set.URL).Client(), 200, 400,
 		func(ctx context.Context) time.Time { return killSentinelPrimary(t, ctx, set) })
+}
+
+// TestRedisClusterMasterKillWithItsReplicasBehind: issue 27 ("Redis Cluster
+// gets the same treatment"). A private Redis Cluster of three masters with
+// two replicas each (cluster-node-timeout 1 s), each master behind a proxy
+// it announces, so its replicas replicate through it; the services set
+// REDIS_WAIT_REPLICAS=1. The same sale as TestRedisFailoverWithLaggingReplicas;
+// once a quarter are admitted, the replication out of the queue's master is
+// delayed 2 s, a second later that master is killed and its proxy cut, so
+// its replicas keep only what they had received, and one of them is
+// elected. Counted the same, all 0, and admission again within 5 s: the
+// node timeout (1 s), the failure's agreement and the election (about half
+// a second plus a rank's second) set it.
+//
+// It fails today, which is why it runs in make chaos only: measured
+// 2026-12-02, admitted twice 3, bought twice 1 (the replica elected was not
+// the one that confirmed the last changes: with REDIS_WAIT_REPLICAS=1 of two
+// replicas, a Cluster's election by gossiped offsets does not promise the
+// furthest one), and 2,960 orders past the buyers' 10 s timeout while the
+// slot's master was gone (acknowledged rounds sent on the dead master's own
+// client). Issue 27 stays open on it.
+func TestRedisClusterMasterKillWithItsReplicasBehind(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	c := testenv.StartReplicatedCluster(t, 2, true)
+	r.redisURL = c.URL
+	r.redisEnv = map[string]string{"REDIS_WAIT_REPLICAS": "1"}
+	failoverSale(t, r, "redis-cluster-master-kill-lagging-replicas", testenv.StoreAt(t, c.URL).Client(), pick(100, 40), 80,
+		func(ctx context.Context) time.Time {
+			key := redisstore.KeysFor(r.q).Config()
+			m := c.MasterOf(ctx, c.Masters[0], key)
+			link := c.Links[m]
+			if link == nil {
+				t.Fatalf("the queue's master %d has no link (masters %v)", m, c.Masters)
+			}
+			link.DelayReplication(2 * time.Second)
+			time.Sleep(time.Second)
+			faultAt := time.Now()
+			c.Kill(m)
+			link.Cut()
+			var other int
+			for _, p := range c.Masters {
+				if p != m {
+					other = p
+				}
+			}
+			moved := eventually(30*time.Second, func() bool { n := c.MasterOf(ctx, other, key); return n != 0 && n != m })
+			t.Logf("failed over=%v (master %d -> %d) %s after the kill", moved, m, c.MasterOf(ctx, other, key), time.Since(faultAt).Round(time.Millisecond))
+			return faultAt
+		})
 }

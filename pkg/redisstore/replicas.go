@@ -121,6 +121,15 @@ func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) st
 		if rerr != nil && first == nil {
 			first = rerr
 		}
+		if rerr != nil {
+			// Sent on a master's own client, the round bypassed the Cluster
+			// client, which learns of a failover or a moved slot from its
+			// own errors only: have it read the slots again, or the next
+			// rounds would go to the dead master until something else did.
+			if cc, ok := s.rdb.(*redis.ClusterClient); ok && r.c != pipeliner(s.rdb) {
+				cc.ReloadState(context.WithoutCancel(ctx))
+			}
+		}
 		ok := wait == nil
 		if wait != nil {
 			got, werr := wait.Int64()

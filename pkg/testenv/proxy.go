@@ -51,7 +51,15 @@ type Proxy struct {
 // It is stopped, and its goroutines waited for, when the test ends.
 func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return StartProxyOn(t, "127.0.0.1", target)
+}
+
+// StartProxyOn is StartProxy listening on ip (a free port): the machine's
+// end of a Host's link, so a process in that namespace reaches target,
+// which listens on loopback only, through it.
+func StartProxyOn(t testing.TB, ip, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}

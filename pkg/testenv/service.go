@@ -31,6 +31,9 @@ type ServiceOptions struct {
 	// exit 0 within the grace period of SIGTERM: a graceful shutdown is part
 	// of what the test checks.
 	StrictExit bool
+	// Host runs the service in that network namespace, listening on the
+	// Host's address (its URLs name it).
+	Host *Host
 }
 
 // Service is a service binary (from BuildServices) running as a process of
@@ -90,8 +93,14 @@ func startService(t testing.TB, name string, o ServiceOptions) *Service {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(BuildServices(t), name))
-	cmd.Env = append(os.Environ(), fmt.Sprintf("HTTP_ADDR=127.0.0.1:%d", port), fmt.Sprintf("OPS_ADDR=127.0.0.1:%d", opsPort), "LOG_LEVEL=debug")
+	bin, ip := filepath.Join(BuildServices(t), name), "127.0.0.1"
+	cmd := exec.Command(bin)
+	if o.Host != nil {
+		// ip netns exec runs the binary in the namespace in its own place
+		// (exec): the process is the service's.
+		cmd, ip = exec.Command("ip", "netns", "exec", o.Host.Name, bin), o.Host.IP
+	}
+	cmd.Env = append(os.Environ(), fmt.Sprintf("HTTP_ADDR=%s:%d", ip, port), fmt.Sprintf("OPS_ADDR=%s:%d", ip, opsPort), "LOG_LEVEL=debug")
 	for k, v := range o.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -101,7 +110,7 @@ func startService(t testing.TB, name string, o ServiceOptions) *Service {
 		_ = logf.Close()
 		t.Fatal(err)
 	}
-	s := &Service{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port), OpsURL: fmt.Sprintf("http://127.0.0.1:%d", opsPort),
+	s := &Service{Name: name, URL: fmt.Sprintf("http://%s:%d", ip, port), OpsURL: fmt.Sprintf("http://%s:%d", ip, opsPort),
 		cmd: cmd, log: logf.Name(), done: make(chan struct{})}
 	go func() {
 		s.err = cmd.Wait()
@@ -183,6 +192,18 @@ func (s *Service) Stop() error {
 }
 
 // Tail is the last 40 lines of the process's output.
+// Lines are the lines of the service's log holding sub, at most max.
+func (s *Service) Lines(sub string, max int) []string {
+	b, _ := os.ReadFile(s.log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, sub) && len(out) < max {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 func (s *Service) Tail() string {
 	b, _ := os.ReadFile(s.log)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
