@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -160,13 +162,54 @@ func (c *RabbitCluster) Leaders(via int) (map[string]int, error) {
 		if node == "" { // classic: the node is in its pid, <node@host.1.2.3>
 			node, _, _ = strings.Cut(strings.TrimPrefix(f[2], "<"), ".")
 		}
-		for i := range rabbitClusterNodes {
-			if strings.HasSuffix(strings.SplitN(node, "@", 2)[0], "n"+strconv.Itoa(i+1)) {
-				leaders[f[0]] = i
-			}
+		if i := nodeIndex(node); i >= 0 {
+			leaders[f[0]] = i
 		}
 	}
 	return leaders, nil
+}
+
+// connectionName is the name a client gave its connection, in
+// list_connections' client_properties.
+var connectionName = regexp.MustCompile(`\{"connection_name","([^"]*)"\}`)
+
+// Connections asks node via for the client connections of the cluster:
+// the names clients gave them (broker.Options.Source for a broker.Conn;
+// "?" when none) by the node each is on.
+func (c *RabbitCluster) Connections(via int) ([][]string, error) {
+	out, err := c.Ctl(via, "list_connections", "-q", "--no-table-headers", "pid", "client_properties")
+	if err != nil {
+		return nil, fmt.Errorf("list_connections: %v: %s", err, out)
+	}
+	byNode := make([][]string, rabbitClusterNodes)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		pid, props, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		name := "?"
+		if m := connectionName.FindStringSubmatch(props); m != nil {
+			name = m[1]
+		}
+		if i := nodeIndex(strings.SplitN(strings.TrimPrefix(pid, "<"), ".", 2)[0]); i >= 0 {
+			byNode[i] = append(byNode[i], name)
+		}
+	}
+	for _, names := range byNode {
+		sort.Strings(names)
+	}
+	return byNode, nil
+}
+
+// nodeIndex is the index of a node name the script gave ("wr<base>n<N>@localhost"), -1 if none.
+func nodeIndex(node string) int {
+	name, _, _ := strings.Cut(node, "@")
+	for i := range rabbitClusterNodes {
+		if strings.HasSuffix(name, "n"+strconv.Itoa(i+1)) {
+			return i
+		}
+	}
+	return -1
 }
 
 func (c *RabbitCluster) run(timeout time.Duration, args ...string) {

@@ -182,6 +182,18 @@ func (s *Service) Stop() error {
 	}
 }
 
+// Lines counts the lines of the process's output that contain substr.
+func (s *Service) Lines(substr string) int {
+	b, _ := os.ReadFile(s.log)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
 // Tail is the last 40 lines of the process's output.
 func (s *Service) Tail() string {
 	b, _ := os.ReadFile(s.log)
