@@ -147,7 +147,7 @@ _rc_alive() {
 	[ -n "$state" ] && [ "$state" != Z ]
 }
 
-_rc_pid() { cat "$_RC_DIR/$1.pid" 2>/dev/null; }
+_rc_pid() { cat "$_RC_DIR/$1.pid" 2>/dev/null || true; }
 
 # _rc_killgroup NAME: SIGKILL the process group whose leader's pid is in
 # DIR/NAME.pid, wait until its leader is gone, forget it.
@@ -277,7 +277,7 @@ _rc_up() {
 	for p in "${pids[@]}"; do wait "$p" || { cat "$_RC_DIR"/node*/join.out >&2; _rc_down; return 1; }; done
 	for n in 2 3; do _rc_wait_node "$n" || { _rc_down; return 1; }; done
 	local running
-	running=$(_rc_ctl 1 eval 'length(rabbit_nodes:all_running()).' 2>&1)
+	running=$(_rc_ctl 1 eval 'length(rabbit_nodes:all_running()).' 2>&1 || true)
 	if [ "$running" != 3 ]; then
 		echo "rabbitmq.sh: node 1 sees '$running' running nodes, want 3" >&2
 		_rc_down
