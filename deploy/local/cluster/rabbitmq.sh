@@ -3,8 +3,9 @@
 # ports of its own: it never touches the machine's RabbitMQ (5672) or its
 # epmd (4369).
 #
-#   rabbitmq.sh up DIR BASEPORT   start three nodes, join them into one cluster
-#                                 and print AMQP_URL=<the three URLs, comma-separated>
+#   rabbitmq.sh up DIR [BASEPORT] start three nodes, join them into one cluster
+#                                 and print AMQP_URL=<the three URLs, comma-separated>;
+#                                 BASEPORT defaults to 26420 (26420..26450)
 #   rabbitmq.sh down DIR          SIGKILL every node, the epmd and the watchdog
 #   rabbitmq.sh kill DIR N        SIGKILL node N (1, 2 or 3): a crash
 #   rabbitmq.sh start DIR N       start node N again; returns once it serves AMQP
@@ -39,7 +40,7 @@ rabbitmq_cluster() {
 	status) _rc_load "${1:-}" && _rc_status ;;
 	ctl) _rc_load "${1:-}" && _rc_node_arg "${2:-}" && { local n=$2; shift 2; _rc_ctl "$n" "$@"; } ;;
 	*)
-		echo "usage: rabbitmq.sh up DIR BASEPORT | down DIR | kill DIR N | start DIR N | status DIR | ctl DIR N ARGS..." >&2
+		echo "usage: rabbitmq.sh up DIR [BASEPORT] | down DIR | kill DIR N | start DIR N | status DIR | ctl DIR N ARGS..." >&2
 		return 2
 		;;
 	esac
@@ -202,10 +203,14 @@ _rc_wait_node() {
 	return 1
 }
 
+# _RC_DEFAULT_BASE is up's base port when none is given: above the ports
+# deploy/local/replicated.sh gives its Redis servers (26400-26415).
+_RC_DEFAULT_BASE=26420
+
 _rc_up() {
-	local dir=${1:-} base=${2:-} n p
-	if [ -z "$dir" ] || ! [[ $base =~ ^[0-9]+$ ]] || [ "$base" -lt 1024 ] || [ "$base" -gt 65500 ]; then
-		echo "usage: rabbitmq.sh up DIR BASEPORT (BASEPORT..BASEPORT+30 must be free)" >&2
+	local dir=${1:-} base=${2:-$_RC_DEFAULT_BASE} n p
+	if [ -z "$dir" ] || [ $# -gt 2 ] || ! [[ $base =~ ^[0-9]+$ ]] || [ "$base" -lt 1024 ] || [ "$base" -gt 65500 ]; then
+		echo "usage: rabbitmq.sh up DIR [BASEPORT] (one base port, default $_RC_DEFAULT_BASE; BASEPORT..BASEPORT+30 must be free)" >&2
 		return 2
 	fi
 	_RC_BIN=$(_rc_bin) || return
