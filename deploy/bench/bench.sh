@@ -425,6 +425,16 @@ sh1_cpu=$(shard_fig 1 'redis-cpu-us/enter'); sh3_cpu=$(shard_fig 3 'redis-cpu-us
 sh1_busy=$(shard_fig 1 'busiest-master-cpu-us/enter'); sh3_busy=$(shard_fig 3 'busiest-master-cpu-us/enter')
 sharded_lines=$(grep -E '^BenchmarkShardedEnter' "$W/sharded.txt")
 
+# ---------------------------------------------------------------- 7c. acknowledged once replicated
+say "enters and admissions with one replica, waiting for it (WAIT) or not: BenchmarkEnterReplicated, BenchmarkAdmitReplicated"
+go test -run '^$' -bench 'Benchmark(Enter|Admit)Replicated$' -benchtime 3s ./pkg/redisstore/ >"$W/replicated.txt" 2>&1
+repl_fig() { # benchmark replicas metric
+  grep -E "^Benchmark$1Replicated/replicas=$2-" "$W/replicated.txt" | grep -oE "[0-9.]+ $3" | awk '{print $1}'
+}
+re0=$(repl_fig Enter 0 enters/s); re1=$(repl_fig Enter 1 enters/s)
+ra0=$(repl_fig Admit 0 admissions/s); ra1=$(repl_fig Admit 1 admissions/s)
+replicated_lines=$(grep -E '^Benchmark(Enter|Admit)Replicated' "$W/replicated.txt")
+
 # ---------------------------------------------------------------- 8. adaptive admission drill
 say "adaptive vs fixed admission under a slow database: TestAdaptiveAdmissionFollowsASlowDatabase"
 (cd deploy/e2e && go test -count=1 -run 'TestAdaptiveAdmissionFollowsASlowDatabase$' -v . >"$W/adaptive.txt" 2>&1) || true
@@ -467,6 +477,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream (Go heap ${sse_heap}, goroutine stacks ${sse_stack}, ${sse_gor} goroutines a stream); lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
 | enters into one queue on a 3-master cluster (64 callers; BenchmarkShardedEnter) | shards = 1: ${sh1_eps}/s, busiest master ${sh1_busy} µs of CPU an enter; shards = 3: ${sh3_eps}/s, busiest master ${sh3_busy} µs an enter | all masters: ${sh1_cpu} / ${sh3_cpu} µs an enter | $(ratio "$sh1_busy" "$sh3_busy") x less on the busiest master |
+| acknowledged once one replica holds it (WAIT; BenchmarkEnterReplicated, BenchmarkAdmitReplicated; target >= 0.8 of not waiting) | enters: ${re1}/s waiting, ${re0}/s not; admissions: ${ra1}/s waiting, ${ra0}/s not | | enters $(ratio "$re1" "$re0"), admissions $(ratio "$ra1" "$ra0") of not waiting |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
 
 ## 1. Gateway against its ceilings
@@ -602,6 +613,21 @@ On this 2-core VM the three masters and the callers share the cores, so
 enters a second barely move; what moves is the work on the busiest master
 (one core in production): it is the ceiling of one queue's enters.
 docs/SCALING.md projects ten million from these.
+
+## 5d. Acknowledged once replicated
+
+\`go test -run '^\$' -bench 'Benchmark(Enter|Admit)Replicated\$' -benchtime 3s ./pkg/redisstore/\`:
+a private primary with one replica (deploy/local/replicated.sh) on this
+machine. replicas=1 waits for the replica (REDIS_WAIT_REPLICAS=1): enters
+go through the Store's group commit (the calls that come while a round is
+out go in the next round, one WAIT each round); admissions are ticks of up
+to 100 with a relay beside them that confirms each batch of events on the
+replica before it could publish it. replicas=0 is the same without waiting
+(REDIS_WAIT_REPLICAS=0, the behaviour before issue 27).
+
+\`\`\`
+${replicated_lines}
+\`\`\`
 
 ## 6. Server-Sent Events
 

@@ -20,6 +20,50 @@ type Redis struct {
 	// URL is redis://, rediss://, redis+sentinel://, redis+cluster:// or a comma
 	// separated list of cluster seed nodes. See redisstore.NewClient.
 	URL string `env:"REDIS_URL" envDefault:"redis://localhost:6379/0" json:"-"`
+	// WaitReplicas is how many replicas must hold a change (a place, a
+	// consumed or restored token, a lease grant, an admission before its
+	// event is published) before it is acknowledged: WAIT, see
+	// docs/DESIGN.md "Replicas and failover". Unset (-1): 1 with a Sentinel
+	// URL, 0 otherwise (a single node has no replica; set it for a Cluster
+	// whose masters have replicas).
+	WaitReplicas int `env:"REDIS_WAIT_REPLICAS" envDefault:"-1"`
+	// WaitTimeout bounds that wait; a change not confirmed within it is
+	// answered 503 (it is safe to send again). Below the client's read
+	// timeout (1 s unless REDIS_URL sets read_timeout).
+	WaitTimeout time.Duration `env:"REDIS_WAIT_TIMEOUT" envDefault:"250ms"`
+}
+
+// Replicas is WaitReplicas with the unset value resolved by the URL.
+func (r Redis) Replicas() int {
+	if r.WaitReplicas >= 0 {
+		return r.WaitReplicas
+	}
+	if strings.Contains(r.URL, "+sentinel://") {
+		return 1
+	}
+	return 0
+}
+
+// Check reports a wait that cannot work: a negative count other than the
+// unset -1, or a timeout that is not positive or reaches the client's
+// default read timeout (the WAIT would be cut off as a dead connection).
+func (r Redis) Check() error {
+	if r.WaitReplicas < -1 {
+		return fmt.Errorf("REDIS_WAIT_REPLICAS must be 0 or more, got %d", r.WaitReplicas)
+	}
+	if r.WaitTimeout < 0 || r.WaitTimeout >= time.Second {
+		return fmt.Errorf("REDIS_WAIT_TIMEOUT must be above 0 and below 1s, got %s", r.WaitTimeout)
+	}
+	return nil
+}
+
+// Wait is WaitTimeout, or its default (250 ms) when a Redis built in code
+// leaves it zero.
+func (r Redis) Wait() time.Duration {
+	if r.WaitTimeout == 0 {
+		return 250 * time.Millisecond
+	}
+	return r.WaitTimeout
 }
 
 // AMQP names the RabbitMQ broker.

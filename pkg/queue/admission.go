@@ -24,6 +24,13 @@ var (
 	// applied one); it was refused and changed nothing. It is an
 	// ErrUnavailable: the call may be made again, fresh.
 	ErrLate = fmt.Errorf("%w: the request arrived late and was refused", ErrUnavailable)
+	// ErrNotReplicated: the change was made on the Redis primary but not
+	// enough replicas confirmed it within the wait (REDIS_WAIT_REPLICAS,
+	// REDIS_WAIT_TIMEOUT), so a failover could still undo it: it is not
+	// acknowledged. Every such call is safe to make again (a repeat answers
+	// the first one's result and waits for the replicas again); it is an
+	// ErrUnavailable.
+	ErrNotReplicated = fmt.Errorf("%w: the change is not on the replicas yet", ErrUnavailable)
 )
 
 // NotActiveError: the token is valid but its activate-at lies ahead.

@@ -44,12 +44,16 @@ func (s *Store) AcquireLeases(ctx context.Context, owner string, qs []string, tt
 		attempts[i] = requestID()
 	}
 	late := s.deadline(ctx)
-	cmds, _ := s.evalAll(ctx, leaseScript, len(qs),
+	cmds, confirmed, _ := s.evalRounds(ctx, leaseScript, len(qs),
 		func(i int) []string { return KeysFor(qs[i]).leaseKeys() },
-		func(i int) []any { return []any{"acquire", owner, ttl.Milliseconds(), attempts[i], late} })
+		func(i int) []any { return []any{"acquire", owner, ttl.Milliseconds(), attempts[i], late, s.ackFlag()} }, true)
 	for i, c := range cmds {
 		epoch, err := c.Int64()
 		switch {
+		case err == nil && epoch > 0 && !confirmed[i]:
+			// Taken on the primary only: a failover could hand the same
+			// epoch to another. Not led; the lease runs out by itself.
+			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], queue.ErrNotReplicated)
 		case err != nil:
 			out[i].Err = fmt.Errorf("acquire lease %s: %w", qs[i], classify(err))
 		case epoch == leaseLate:
@@ -77,13 +81,15 @@ func (s *Store) FollowLeases(ctx context.Context, owner string, lines []queue.Li
 	if len(lines) == 0 {
 		return out
 	}
-	cmds, _ := s.evalAll(ctx, leaseScript, len(lines),
+	cmds, confirmed, _ := s.evalRounds(ctx, leaseScript, len(lines),
 		func(i int) []string { return KeysFor(queue.LineID(lines[i].QueueID, lines[i].Line)).leaseKeys() },
-		func(i int) []any { return []any{"follow", owner, 0, lines[i].Epoch} })
+		func(i int) []any { return []any{"follow", owner, 0, lines[i].Epoch, 0, s.ackFlag()} }, true)
 	for i, c := range cmds {
 		id := queue.LineID(lines[i].QueueID, lines[i].Line)
 		n, err := c.Int64()
 		switch {
+		case err == nil && n > 0 && !confirmed[i]:
+			out[i].Err = fmt.Errorf("follow lease %s: %w", id, queue.ErrNotReplicated)
 		case err != nil:
 			out[i].Err = fmt.Errorf("follow lease %s: %w", id, classify(err))
 		case n < 0:

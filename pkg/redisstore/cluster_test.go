@@ -246,8 +246,8 @@ func clusterQueueLifecycle(t *testing.T, s *redisstore.Store, cc *redis.ClusterC
 
 	// Lease and issue: u0..u3 admitted in entry order.
 	epoch, err := s.AcquireLease(ctx, q, "a", 5*time.Second)
-	if err != nil || epoch != 1 {
-		t.Fatalf("acquire: epoch %d err %v, want 1", epoch, err)
+	if err != nil || epoch <= 0 {
+		t.Fatalf("acquire: epoch %d err %v, want an epoch", epoch, err)
 	}
 	if e, err := s.AcquireLease(ctx, q, "b", 5*time.Second); err != nil || e != 0 {
 		t.Fatalf("second owner: epoch %d err %v, want 0", e, err)

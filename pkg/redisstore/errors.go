@@ -16,7 +16,7 @@ import (
 // HTTP edge answers 503 with Retry-After. A Redis error reply that is not
 // transient (a script bug, WRONGTYPE) stays an internal error.
 func classify(err error) error {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, queue.ErrUnavailable) {
 		return err
 	}
 	if errors.Is(err, redis.ErrPoolTimeout) {

@@ -16,8 +16,8 @@ import (
 // same token succeeds. The token moves to inflight with a lease; orderID
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
-	res, err := consumeScript.Run(ctx, s.rdb, tokenKeys(q, secret).consumeKeys(user),
-		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx)).Slice()
+	res, err := s.evalAcked(ctx, consumeScript, tokenKeys(q, secret).consumeKeys(user),
+		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag()).Slice()
 	if err != nil {
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, classify(err))
 	}
@@ -75,7 +75,7 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 		r = "1"
 	}
 	tp, ts := telemetry.Context(ctx)
-	res, err := restoreScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q, tp, ts).Slice()
+	res, err := s.evalAcked(ctx, restoreScript, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q, tp, ts, s.ackFlag()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("restore %s: %w", q, classify(err))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,10 +43,11 @@ var (
 	ackScript      = script("outbox_ack")
 	drawScript     = script("draw")
 	frontierScript = script("frontier")
+	touchScript    = script("touch")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
-var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, ackScript, drawScript}
+var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript, settleScript, groupScript, ackScript, drawScript, touchScript}
 
 // OrderScripts are the scripts the order-service runs.
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
@@ -72,37 +72,9 @@ func LoadScripts(ctx context.Context, c redis.UniversalClient, scripts ...*redis
 
 // evalAll runs script once per call in one pipelined round (on a cluster,
 // one round per node) and returns each call's command, and the round's error
-// (the first failed command's, as go-redis reports it). A pipeline cannot
-// fall back from EVALSHA to EVAL per command, so when the server lost its
-// script cache (a restart, a failover) the script is loaded and the calls
-// that got NOSCRIPT are sent again: they did not run.
+// (the first failed command's, as go-redis reports it). It waits for no
+// replica (see evalRounds).
 func (s *Store) evalAll(ctx context.Context, script *redis.Script, n int, keys func(i int) []string, args func(i int) []any) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, n)
-	send := func(idx []int) error {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range idx {
-				cmds[i] = script.EvalSha(ctx, p, keys(i), args(i)...)
-			}
-			return nil
-		})
-		return err
-	}
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
-	err := send(all)
-	var again []int
-	for i, c := range cmds {
-		if cerr := c.Err(); cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		if lerr := script.Load(ctx, s.rdb).Err(); lerr != nil {
-			return cmds, lerr
-		}
-		err = send(again)
-	}
+	cmds, _, err := s.evalRounds(ctx, script, n, keys, args, false)
 	return cmds, err
 }

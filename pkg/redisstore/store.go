@@ -25,6 +25,10 @@ type Store struct {
 	ticks  atomic.Int64
 	clock  redisClock
 	giveUp time.Duration
+	// repl is how many replicas must hold a change before it is
+	// acknowledged (replicas.go).
+	repl replication
+	acks ackBatch
 }
 
 // NewStore returns a Store over rdb.
@@ -68,8 +72,8 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 	}
 	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
 		k := KeysFor(queue.LineID(q, line))
-		return enterScript.Run(ctx, s.rdb, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards,
-			telemetry.Sampled(ctx)).Slice()
+		return s.evalAcked(ctx, enterScript, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards,
+			telemetry.Sampled(ctx), s.ackFlag()).Slice()
 	})
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -80,9 +81,18 @@ func (b *Builder) Verifier(ctx context.Context, cfg config.Auth) (*auth.Verifier
 // Redis connects to Redis and loads scripts. Redis need not be up: the
 // client connects lazily, and the service is not ready until it answers.
 func (b *Builder) Redis(ctx context.Context, cfg config.Redis, scripts ...*redis.Script) (redis.UniversalClient, *redisstore.Store, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, nil, err
+	}
 	rdb, store, err := redisstore.Connect(ctx, cfg.URL, b.log, scripts...)
 	if err != nil {
 		return nil, nil, err
+	}
+	if n := cfg.Replicas(); n > 0 {
+		store.RequireReplicas(n, cfg.Wait())
+		b.log.Info("changes are acknowledged once replicas hold them", "replicas", n, "wait", cfg.Wait())
+	} else if !strings.HasPrefix(cfg.URL, "redis://") && !strings.HasPrefix(cfg.URL, "rediss://") {
+		b.log.Warn("REDIS_WAIT_REPLICAS is 0: a failover can undo acknowledged places, admissions and orders' token use")
 	}
 	b.Group.Defer("redis", rdb.Close)
 	if telemetry.Enabled() {

@@ -5,7 +5,7 @@
 #
 #   rabbitmq.sh up DIR [BASEPORT] start three nodes, join them into one cluster
 #                                 and print AMQP_URL=<the three URLs, comma-separated>;
-#                                 BASEPORT defaults to 26420 (26420..26450)
+#                                 BASEPORT defaults to 61420 (61420..61450)
 #   rabbitmq.sh down DIR          SIGKILL every node, the epmd and the watchdog
 #   rabbitmq.sh kill DIR N        SIGKILL node N (1, 2 or 3): a crash
 #   rabbitmq.sh start DIR N       start node N again; returns once it serves AMQP
@@ -34,7 +34,11 @@ rabbitmq_cluster() {
 	shift || true
 	case $cmd in
 	up) _rc_up "$@" ;;
-	down) _rc_load "${1:-}" && _rc_down ;;
+	down)
+		# Nothing was started there: nothing to stop.
+		[ -n "${1:-}" ] && [ ! -f "$1/cluster.env" ] && return 0
+		_rc_load "${1:-}" && _rc_down
+		;;
 	kill) _rc_load "${1:-}" && _rc_node_arg "${2:-}" && _rc_kill "$2" ;;
 	start) _rc_load "${1:-}" && _rc_node_arg "${2:-}" && _rc_start_node "$2" && _rc_wait_node "$2" ;;
 	status) _rc_load "${1:-}" && _rc_status ;;
@@ -203,9 +207,11 @@ _rc_wait_node() {
 	return 1
 }
 
-# _RC_DEFAULT_BASE is up's base port when none is given: above the ports
-# deploy/local/replicated.sh gives its Redis servers (26400-26415).
-_RC_DEFAULT_BASE=26420
+# _RC_DEFAULT_BASE is up's base port when none is given: above the
+# kernel's ephemeral ports (32768-60999 by default) and the range the tests'
+# testenv.FreePort draws from (20000 up to them), so no outgoing connection
+# or other test takes one of its ports meanwhile.
+_RC_DEFAULT_BASE=61420
 
 _rc_up() {
 	local dir=${1:-} base=${2:-$_RC_DEFAULT_BASE} n p

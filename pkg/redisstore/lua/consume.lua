@@ -20,7 +20,9 @@
 -- trip.
 --
 -- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
--- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms, 6 deadline ms
+-- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms, 6 deadline ms,
+--       7 '1' when the caller waits for replicas: a repeat's OK writes
+--       acked's no-op (the marker rewritten)
 local now = now_ms()
 local late = tonumber(ARGV[6] or '0') or 0
 if late > 0 and now > late then
@@ -38,6 +40,7 @@ if not tok[1] or tok[1] ~= ARGV[1] then
     local c = redis.call('GET', KEYS[5])
     local f = c and fields(c) or {}
     if f[2] == ARGV[1] and f[5] == oid then
+      acked(ARGV[7], KEYS[2])
       return {'OK', f[1], f[3], f[4], order_limit()}
     end
   end

@@ -32,7 +32,9 @@
 -- ARGV: 1 user id, 2 challenge id or '', 3 its difficulty bits, 4 its expiry (ms),
 --       5 the line count the caller routed by ('' for no check),
 --       6 the traceparent of a sampled enter ('' for none): kept in traces
---       for a new place or pre-queue place, for the admission to link to
+--       for a new place or pre-queue place, for the admission to link to,
+--       7 '1' when the caller waits for replicas: an answer from a place or
+--       token someone already has writes acked's no-op (dispatch's epoch + 0)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
   'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs', 'shards')
 if not cfg[1] then
@@ -63,11 +65,13 @@ local prequeued = measured[5] or 0
 -- A token holder gets the token back, even from a closed queue: it is theirs.
 local tok = redis.call('HMGET', KEYS[4], 'token', 'tokenId', 'activateAt', 'expiresAt')
 if tok[1] then
+  acked(ARGV[7], KEYS[6], 'epoch')
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
 -- An order with the token is in flight: the user is through, not back in
 -- line (a new place now would give them a second token).
 if marker_state(redis.call('GET', KEYS[5])) == 'ORDERING' then
+  acked(ARGV[7], KEYS[6], 'epoch')
   return reply('ORDERING', cfg[1], cfg[2], measured, total, 0)
 end
 if cfg[1] == 'CLOSED' then
@@ -77,12 +81,14 @@ end
 -- Already waiting: the same place. A refresh never moves anyone back.
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 if rank then
+  acked(ARGV[7], KEYS[6], 'epoch')
   return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1, nil, redis.call('ZSCORE', KEYS[2], ARGV[1]), cfg[9])
 end
 
 -- Pre-queued and not placed yet: still waiting for the start, or for the
 -- draw to place them.
 if (drawing == 'SCHEDULED' or drawing == 'DRAWING') and redis.call('ZSCORE', KEYS[8], ARGV[1]) then
+  acked(ARGV[7], KEYS[6], 'epoch')
   return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
 

@@ -22,10 +22,20 @@
 -- attempt id, so the queue would stay leaderless until the lease ran out),
 -- and a late renew would stretch a lease its owner has already given up.
 --
+-- The epoch never goes backwards, even when a failover promoted a replica
+-- that missed the last grant: a new epoch is the larger of the last one
+-- plus one and the Redis TIME in ms. The grant is also acknowledged only
+-- once the replicas hold it (Store.RequireReplicas); the clock covers what
+-- WAIT cannot promise (a replica that confirmed it and was not the one
+-- promoted), as long as the new primary's clock is not behind the old one's
+-- by more than the failover took.
+--
 -- KEYS: 1 lock, 2 dispatch, 3 config
 -- ARGV: 1 op (acquire | renew | release | follow), 2 owner, 3 lease ms,
 --       4 epoch (renew, release, follow) or attempt id (acquire),
---       5 deadline ms (acquire, renew)
+--       5 deadline ms (acquire, renew), 6 '1' when the caller waits for
+--       replicas: an acquire's repeat and a follow that changes nothing
+--       write acked's no-op (the epoch + 0)
 local op, owner = ARGV[1], ARGV[2]
 local late = tonumber(ARGV[5] or '0') or 0
 if late > 0 and (op == 'acquire' or op == 'renew') and now_ms() > late then
@@ -36,6 +46,7 @@ if op == 'acquire' then
   if held then
     local d = redis.call('HMGET', KEYS[2], 'epoch', 'leaseAttempt')
     if d[2] == ARGV[4] and held == owner .. ':' .. d[1] then
+      acked(ARGV[6], KEYS[2], 'epoch')
       return tonumber(d[1])
     end
     return 0
@@ -45,10 +56,12 @@ if op == 'acquire' then
   if redis.call('EXISTS', KEYS[3]) == 0 then
     return -1
   end
-  local epoch = redis.call('HINCRBY', KEYS[2], 'epoch', 1)
-  redis.call('HSET', KEYS[2], 'leaseAttempt', ARGV[4])
+  local last = tonumber(redis.call('HGET', KEYS[2], 'epoch') or '0')
+  local epoch = math.max(last + 1, now_ms())
+  local e = string.format('%.0f', epoch)
+  redis.call('HSET', KEYS[2], 'epoch', e, 'leaseAttempt', ARGV[4])
   redis.call('PERSIST', KEYS[2])
-  redis.call('SET', KEYS[1], owner .. ':' .. epoch, 'PX', ARGV[3])
+  redis.call('SET', KEYS[1], owner .. ':' .. e, 'PX', ARGV[3])
   return epoch
 end
 if op == 'follow' then
@@ -61,8 +74,10 @@ if op == 'follow' then
     return 0
   end
   if epoch > current then
-    redis.call('HSET', KEYS[2], 'epoch', epoch)
+    redis.call('HSET', KEYS[2], 'epoch', string.format('%.0f', epoch))
     redis.call('PERSIST', KEYS[2])
+  else
+    acked(ARGV[6], KEYS[2], 'epoch')
   end
   return epoch
 end

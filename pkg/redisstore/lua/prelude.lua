@@ -204,3 +204,25 @@ local function line_share(cfg_key, whole)
   end
   return part
 end
+
+-- acked: a repeat answer's no-op for the replicas. A caller that waits for
+-- the replicas (WAIT, Store.RequireReplicas) waits for the changes its own
+-- connection made; the repeat of a call whose WAIT failed may come on
+-- another connection that made none, and would be acknowledged before the
+-- first call's change reached them. Asked (flag '1'), this rewrites a value
+-- with itself: nothing changes, but the write reaches the replicas after
+-- the first call's, so the WAIT covers both. With field, an integer field
+-- of a hash (HINCRBY by 0); without, a string key, if it exists.
+local function acked(flag, key, field)
+  if flag ~= '1' then
+    return
+  end
+  if field then
+    redis.call('HINCRBY', key, field, 0)
+    return
+  end
+  local v = redis.call('GET', key)
+  if v then
+    redis.call('SET', key, v, 'KEEPTTL')
+  end
+end

@@ -12,13 +12,17 @@
 -- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id,
 --       6 traceparent and 7 tracestate of the restore ('' for none): the
 --       event it writes carries them, so its publish joins the failed
---       order's trace
+--       order's trace, 8 '1' when the caller waits for replicas: DUPLICATE
+--       writes acked's no-op (the marker rewritten), so a redelivery after
+--       a restore the replicas did not confirm is acknowledged only once
+--       they hold it
 local user, tid, oid = ARGV[1], ARGV[2], ARGV[3]
 -- consumed: tokenId|secret|activateAt|expiresAt|orderId|seq
 local c = redis.call('GET', KEYS[5])
 local f = c and fields(c) or {}
 local ours = f[1] == tid and f[5] == oid
 if redis.call('GET', KEYS[2]) ~= 'ORDERING:' .. tid .. ':' .. oid then
+  acked(ARGV[8], KEYS[2])
   return {'DUPLICATE'}
 end
 redis.call('ZREM', KEYS[4], tid .. ':' .. user)

@@ -37,6 +37,7 @@ type Store interface {
 
 	EnsureOutboxGroup(ctx context.Context, q string) error
 	ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error)
+	OutboxReplicated(ctx context.Context, batches []queue.OutboxBatch) error
 	ClaimOutbox(ctx context.Context, q, consumer string, minIdle time.Duration, count int64) ([]queue.Event, error)
 	AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) error
 	OutboxLens(ctx context.Context, qs []string) (map[string]int64, error)

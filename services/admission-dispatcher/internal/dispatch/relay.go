@@ -204,6 +204,14 @@ func (r *relay) round(ctx context.Context) error {
 	if len(found) == 0 {
 		return nil
 	}
+	// Published only once the replicas hold them: an admission a failover
+	// then undid would be admitted again by the new primary.
+	if err := r.d.store.OutboxReplicated(ctx, found); err != nil {
+		for _, b := range found {
+			led[b.QueueID].pending = true
+		}
+		return err
+	}
 	var events []queue.Event
 	for _, b := range found {
 		events = append(events, b.Events...)

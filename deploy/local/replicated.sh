@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Replicated servers on private ports, for the failover tests and drills and
+# for trying the services against them by hand: a Redis Sentinel set, a
+# Redis Cluster with replicas and a 3-node RabbitMQ cluster. Nothing here
+# touches the machine's own servers (6379, 5672, epmd 4369).
+#
+#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA]]]]
+#       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
+#       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
+#       and SENTINELS are comma lists of ports (default two replicas, three
+#       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
+#       primary), points a replica at a proxy in between, to make it lag or
+#       cut it off.
+#   replicated.sh redis-cluster up DIR [P1 .. P6]
+#       three masters, each with one replica; prints REDIS_URL (the seeds).
+#   replicated.sh rabbitmq up DIR [BASEPORT]      (deploy/local/cluster/rabbitmq.sh: three nodes on
+#       BASEPORT..BASEPORT+30, default 61420; also kill|start DIR N, ctl DIR N ARGS)
+#   replicated.sh all up DIR                       all three, default ports
+#   replicated.sh KIND down DIR                    kill every process of DIR
+#   replicated.sh KIND status DIR
+#
+# Every process writes DIR/<name>.pid; `down` kills them by PID, so a test
+# that fails still leaves nothing running. Default ports: sentinel set
+# 26400-26405, Redis Cluster 26410-26415 (bus ports + 10000), RabbitMQ see
+# its script.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+
+die() { echo "replicated.sh: $*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || die "$1 is not installed: apt-get install -y $2"; }
+
+# wait_ping PORT: until redis on PORT answers PONG (10 s).
+wait_ping() {
+  for _ in $(seq 1 200); do
+    if [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; then return 0; fi
+    sleep 0.05
+  done
+  die "redis on port $1 did not answer within 10 s (log: $dir/redis-$1.log)"
+}
+
+# redis_node DIR PORT [ARGS...]: a redis-server without persistence.
+redis_node() {
+  local d="$1" p="$2"
+  shift 2
+  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+    --daemonize yes --pidfile "$d/redis-$p.pid" --logfile "$d/redis-$p.log" \
+    --dir "$d" --repl-diskless-sync yes --repl-diskless-sync-delay 0 "$@"
+}
+
+sentinel_up() {
+  need redis-server redis-server
+  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}"
+  local rs ss vs
+  IFS=, read -r -a rs <<<"$replicas"
+  IFS=, read -r -a ss <<<"$sentinels"
+  IFS=, read -r -a vs <<<"$via"
+  redis_node "$dir" "$primary"
+  wait_ping "$primary"
+  local i r s
+  for i in "${!rs[@]}"; do
+    r="${rs[$i]}"
+    local to="${vs[$i]:-}"
+    [ -n "$to" ] || to="127.0.0.1:$primary"
+    redis_node "$dir" "$r" --replicaof "${to%:*}" "${to##*:}" --replica-announce-ip 127.0.0.1 --replica-announce-port "$r"
+    wait_ping "$r"
+  done
+  for s in "${ss[@]}"; do
+    cat >"$dir/sentinel-$s.conf" <<EOF
+port $s
+bind 127.0.0.1
+daemonize yes
+pidfile $dir/sentinel-$s.pid
+logfile $dir/sentinel-$s.log
+dir $dir
+sentinel monitor wr 127.0.0.1 $primary 2
+sentinel down-after-milliseconds wr 1000
+sentinel failover-timeout wr 5000
+sentinel parallel-syncs wr 1
+EOF
+    redis-server "$dir/sentinel-$s.conf" --sentinel
+  done
+  for s in "${ss[@]}"; do wait_ping "$s"; done
+  # Until the sentinels know the replicas and each other, a failover could
+  # not happen: wait for both (10 s).
+  local ok=0
+  for _ in $(seq 1 200); do
+    ok=1
+    for s in "${ss[@]}"; do
+      local info
+      info="$(redis-cli -p "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
+      [[ "$info" == *"num-slaves ${#rs[@]} "* && "$info" == *"num-other-sentinels $(( ${#ss[@]} - 1 )) "* ]] || ok=0
+    done
+    [ "$ok" = 1 ] && break
+    sleep 0.05
+  done
+  [ "$ok" = 1 ] || die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
+  local urls=()
+  for s in "${ss[@]}"; do urls+=("127.0.0.1:$s"); done
+  echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr"
+}
+
+redis_cluster_up() {
+  need redis-server redis-server
+  local ports=("$@")
+  [ ${#ports[@]} -gt 0 ] || ports=(26410 26411 26412 26413 26414 26415)
+  [ ${#ports[@]} = 6 ] || die "redis-cluster needs six ports (three masters, three replicas)"
+  local p seeds=() addrs=()
+  for p in "${ports[@]}"; do
+    redis_node "$dir" "$p" --cluster-enabled yes --cluster-config-file "$dir/nodes-$p.conf" \
+      --cluster-node-timeout 2000 --cluster-replica-validity-factor 0 --cluster-port $((p + 10000))
+  done
+  for p in "${ports[@]}"; do wait_ping "$p"; addrs+=("127.0.0.1:$p"); done
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
+    die "redis-cli --cluster create failed: $(tail -5 "$dir/create.log")"
+  for _ in $(seq 1 200); do
+    local ok=1
+    for p in "${ports[@]}"; do
+      redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+    done
+    [ "$ok" = 1 ] && break
+    sleep 0.05
+  done
+  [ "$ok" = 1 ] || die "the cluster did not reach cluster_state:ok within 10 s"
+  for p in "${ports[@]:0:3}"; do seeds+=("127.0.0.1:$p"); done
+  echo "REDIS_URL=$(IFS=,; echo "${seeds[*]}")"
+}
+
+down() {
+  local f
+  shopt -s nullglob
+  for f in "$dir"/*.pid; do
+    kill -9 "$(cat "$f")" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+status() {
+  local f
+  shopt -s nullglob
+  for f in "$dir"/*.pid; do
+    local pid
+    pid="$(cat "$f")"
+    if kill -0 "$pid" 2>/dev/null; then echo "$(basename "$f" .pid) up pid=$pid"; else echo "$(basename "$f" .pid) down"; fi
+  done
+}
+
+kind="${1:-}"
+cmd="${2:-}"
+dir="${3:-}"
+[ -n "$kind" ] && [ -n "$cmd" ] && [ -n "$dir" ] || die "usage: replicated.sh sentinel|redis-cluster|rabbitmq|all up|down|status DIR [ports...]"
+shift 3
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+
+case "$kind/$cmd" in
+  sentinel/up) sentinel_up "$@" ;;
+  redis-cluster/up) redis_cluster_up "$@" ;;
+  rabbitmq/*) exec "$here/cluster/rabbitmq.sh" "$cmd" "$dir" "$@" ;;
+  all/up)
+    sentinel_up
+    mkdir -p "$dir/cluster" "$dir/rabbitmq"
+    dir="$dir/cluster" redis_cluster_up
+    "$here/cluster/rabbitmq.sh" up "$dir/rabbitmq"
+    ;;
+  all/down)
+    down
+    dir="$dir/cluster" down
+    "$here/cluster/rabbitmq.sh" down "$dir/rabbitmq"
+    ;;
+  */down) down ;;
+  */status) status ;;
+  *) die "unknown: $kind $cmd" ;;
+esac

@@ -1,0 +1,355 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+)
+
+// replication is what an acknowledged change needs: replicas Redis
+// replicas holding it within timeout (see RequireReplicas).
+type replication struct {
+	replicas int
+	timeout  time.Duration
+}
+
+// RequireReplicas makes the Store acknowledge a change only once n
+// replicas hold it: a WAIT n timeout follows the change on the connection
+// that made it, in the same round trip. It covers what a failover must not
+// undo once someone was told: a place (Enter), a consumed token (Consume),
+// a restored one (Restore), a lease grant and a line's epoch (the lease
+// script's acquire and follow), and the outbox events the relay publishes
+// (OutboxReplicated). A change fewer replicas confirm in time fails with
+// queue.ErrNotReplicated; it was made on the primary, and calling again is
+// safe (the scripts answer a repeat with the first call's result and write
+// a no-op the replicas must confirm again, see "acked" in lua/prelude.lua).
+// n = 0, the default, waits for nothing. Call it before the Store is used.
+func (s *Store) RequireReplicas(n int, timeout time.Duration) {
+	s.repl = replication{replicas: max(n, 0), timeout: timeout}
+}
+
+// acking reports whether changes wait for replicas.
+func (s *Store) acking() bool { return s.repl.replicas > 0 }
+
+// ackFlag is the scripts' ARGV that asks a repeat answer to write its
+// no-op for the replicas: "1" while replicas are required.
+func (s *Store) ackFlag() string {
+	if s.acking() {
+		return "1"
+	}
+	return ""
+}
+
+type pipeliner interface {
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// round is one pipelined round trip on one connection, carrying calls idx.
+type round struct {
+	c   pipeliner
+	idx []int
+}
+
+// rounds groups calls 0..n-1 into round trips. Without replicas to wait
+// for, one round on the Store's client (a Cluster client splits it per
+// node itself). With them the WAIT must follow the changes on the very
+// connection that made them: a Cluster's calls are grouped by the master of
+// their key's slot, each group sent on that master's own client. A slot
+// that moved in between fails its call with MOVED, a transient error
+// retried like any other.
+func (s *Store) rounds(ctx context.Context, n int, key func(i int) string) ([]round, error) {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || !s.acking() {
+		return []round{{c: s.rdb, idx: all}}, nil
+	}
+	var out []round
+	at := map[*redis.Client]int{}
+	for _, i := range all {
+		m, err := cc.MasterForKey(ctx, key(i))
+		if err != nil {
+			return nil, err
+		}
+		j, seen := at[m]
+		if !seen {
+			j = len(out)
+			at[m] = j
+			out = append(out, round{c: m})
+		}
+		out[j].idx = append(out[j].idx, i)
+	}
+	return out, nil
+}
+
+// pipelineAcked sends calls idx (build queues call i's commands) in as few
+// round trips as rounds allows, each ended by a WAIT when replicas are
+// required. It reports per call whether the replicas confirmed it (every
+// call, when none are required) and the first round's error.
+func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) string, build func(p redis.Pipeliner, i int)) ([]bool, error) {
+	n := 0
+	for _, i := range idx {
+		n = max(n, i+1)
+	}
+	confirmed := make([]bool, n)
+	rs, err := s.rounds(ctx, len(idx), func(j int) string { return key(idx[j]) })
+	if err != nil {
+		return confirmed, err
+	}
+	var first error
+	for _, r := range rs {
+		var wait *redis.Cmd
+		_, rerr := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, j := range r.idx {
+				build(p, idx[j])
+			}
+			if s.acking() {
+				// Pipeliner has no Wait; the round's read deadline is the
+				// client's ReadTimeout, which Config keeps above the wait.
+				wait = p.Do(ctx, "wait", s.repl.replicas, s.repl.timeout.Milliseconds())
+			}
+			return nil
+		})
+		if rerr != nil && first == nil {
+			first = rerr
+		}
+		ok := wait == nil
+		if wait != nil {
+			got, werr := wait.Int64()
+			ok = werr == nil && got >= int64(s.repl.replicas)
+		}
+		for _, j := range r.idx {
+			confirmed[idx[j]] = ok
+		}
+	}
+	return confirmed, first
+}
+
+// evalRounds runs script once per call in pipelined rounds (see
+// pipelineAcked, with WAITs only when ack is set) and returns each call's
+// command, whether the replicas confirmed it, and the rounds' error.
+func (s *Store) evalRounds(ctx context.Context, script *redis.Script, n int, keys func(i int) []string, args func(i int) []any, ack bool) ([]*redis.Cmd, []bool, error) {
+	return s.evalMixed(ctx, func(int) *redis.Script { return script }, n, keys, args, ack)
+}
+
+// evalMixed is evalRounds with a script per call. A pipeline cannot fall
+// back from EVALSHA to EVAL per command, so when the server lost its script
+// cache (a restart, a failover) the scripts are loaded and the calls that
+// got NOSCRIPT are sent again: they did not run.
+func (s *Store) evalMixed(ctx context.Context, script func(i int) *redis.Script, n int, keys func(i int) []string, args func(i int) []any, ack bool) ([]*redis.Cmd, []bool, error) {
+	cmds := make([]*redis.Cmd, n)
+	confirmed := make([]bool, n)
+	send := func(idx []int) error {
+		build := func(p redis.Pipeliner, i int) { cmds[i] = script(i).EvalSha(ctx, p, keys(i), args(i)...) }
+		if !ack || !s.acking() {
+			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, i := range idx {
+					build(p, i)
+				}
+				return nil
+			})
+			for _, i := range idx {
+				confirmed[i] = true
+			}
+			return err
+		}
+		ok, err := s.pipelineAcked(ctx, idx, func(i int) string { return keys(i)[0] }, build)
+		for _, i := range idx {
+			confirmed[i] = i < len(ok) && ok[i]
+		}
+		return err
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	err := send(all)
+	var again []int
+	reload := map[*redis.Script]bool{}
+	for i, c := range cmds {
+		if c == nil {
+			continue // its round could not be made (no slot map): err says why
+		}
+		if cerr := c.Err(); cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
+			again = append(again, i)
+			reload[script(i)] = true
+		}
+	}
+	if len(again) > 0 {
+		for sc := range reload {
+			if lerr := sc.Load(ctx, s.rdb).Err(); lerr != nil {
+				return s.filled(cmds, lerr), confirmed, lerr
+			}
+		}
+		err = send(again)
+	}
+	return s.filled(cmds, err), confirmed, err
+}
+
+// filled gives every call that was never queued (its round could not be
+// made) a command holding err, so callers read each call's outcome alike.
+func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
+	for i, c := range cmds {
+		if c == nil {
+			c = redis.NewCmd(context.Background())
+			if err == nil {
+				err = fmt.Errorf("redisstore: call not sent")
+			}
+			c.SetErr(err)
+			cmds[i] = c
+		}
+	}
+	return cmds
+}
+
+// evalAcked runs script once and acknowledges it (see RequireReplicas):
+// its reply, or queue.ErrNotReplicated when it ran but the replicas did not
+// confirm it in time. While replicas are required, concurrent calls are
+// sent together (group commit, ackBatch): one pipelined round and one WAIT
+// for all the calls that came while the previous round was out, so the
+// wait for the replica costs a round trip per batch, not per call.
+func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if !s.acking() {
+		cmds, _, _ := s.evalRounds(ctx, script, 1, func(int) []string { return keys }, func(int) []any { return args }, false)
+		return cmds[0]
+	}
+	c := &ackCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
+	b := &s.acks
+	b.mu.Lock()
+	b.pending = append(b.pending, c)
+	lead := b.flushers < ackFlushers
+	if lead {
+		b.flushers++
+	}
+	b.mu.Unlock()
+	if lead {
+		s.flushAcked()
+	}
+	select {
+	case <-c.done:
+		return c.cmd
+	case <-ctx.Done():
+		// The call may still run with its batch: as with any call whose
+		// answer was not awaited, its repeat is safe.
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
+}
+
+// ackFlushers bounds the rounds in flight at once (each holds one
+// connection); ackBatchMax bounds one round's calls.
+const (
+	ackFlushers = 4
+	ackBatchMax = 128
+)
+
+// ackBatch is the Store's group commit of acknowledged calls.
+type ackBatch struct {
+	mu       sync.Mutex
+	pending  []*ackCall
+	flushers int
+}
+
+// ackCall is one acknowledged script call waiting for its round.
+type ackCall struct {
+	ctx    context.Context
+	script *redis.Script
+	keys   []string
+	args   []any
+	cmd    *redis.Cmd
+	done   chan struct{}
+}
+
+// flushAcked sends the pending calls in rounds until none is left; the
+// caller that found fewer than ackFlushers rounds going runs it.
+func (s *Store) flushAcked() {
+	b := &s.acks
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.flushers--
+			b.mu.Unlock()
+			return
+		}
+		n := min(len(b.pending), ackBatchMax)
+		batch := make([]*ackCall, n)
+		copy(batch, b.pending)
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+
+		// The round outlives any one caller's context (another's call is
+		// in it); it keeps the first call's values, its trace among them.
+		ctx := context.WithoutCancel(batch[0].ctx)
+		cmds, confirmed, _ := s.evalMixed(ctx, func(i int) *redis.Script { return batch[i].script }, n,
+			func(i int) []string { return batch[i].keys }, func(i int) []any { return batch[i].args }, true)
+		for i, c := range batch {
+			if cmds[i].Err() == nil && !confirmed[i] {
+				cmds[i].SetErr(notReplicated{})
+			}
+			c.cmd = cmds[i]
+			close(c.done)
+		}
+	}
+}
+
+// notReplicated is the command error of a change the replicas did not
+// confirm; classify turns it into queue.ErrNotReplicated.
+type notReplicated struct{}
+
+func (notReplicated) Error() string { return "redisstore: not confirmed by the replicas in time" }
+
+func (notReplicated) Unwrap() error { return queue.ErrNotReplicated }
+
+// OutboxReplicated confirms that the replicas hold the events of batches
+// before the relay publishes them: a TokenIssued published for a tick a
+// failover then undid would admit its person twice (the new primary admits
+// them again). It writes a no-op after the events (lua/touch.lua: the
+// queue's epoch rewritten with itself) and waits (WAIT) on the same
+// connection: one round for all the queues (one per master on a Cluster).
+// It returns nil at once when no replicas are required, and
+// queue.ErrNotReplicated when they did not confirm in time.
+func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatch) error {
+	if !s.acking() {
+		return nil
+	}
+	var qs []string
+	for _, b := range batches {
+		if len(b.Events) > 0 {
+			qs = append(qs, b.QueueID)
+		}
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	// One touch per round is enough (WAIT counts the connection's last
+	// write); on a Cluster, rounds go per master, each touching one of its
+	// queues.
+	rs, err := s.rounds(ctx, len(qs), func(i int) string { return KeysFor(qs[i]).Dispatch() })
+	if err != nil {
+		return classifyf("outbox replicated", err)
+	}
+	reps := make([]int, len(rs))
+	for j, r := range rs {
+		reps[j] = r.idx[0]
+	}
+	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(reps),
+		func(i int) []string { return []string{KeysFor(qs[reps[i]]).Dispatch()} }, func(int) []any { return nil }, true)
+	if err != nil {
+		return classifyf("outbox replicated", err)
+	}
+	for i, c := range cmds {
+		if n, _ := c.Int64(); n != 1 || !confirmed[i] {
+			return fmt.Errorf("outbox %s: %w", qs[reps[i]], queue.ErrNotReplicated)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelSet is a private Redis primary with replicas and three
+// sentinels (master name "wr", quorum 2, down-after 1000 ms), started by
+// deploy/local/replicated.sh on free ports. Every process is killed by PID
+// when the test ends, even when it fails.
+type SentinelSet struct {
+	t   testing.TB
+	dir string
+	// Primary and Replicas are the ports the set started with; after a
+	// failover the roles change (Master tells which is the primary).
+	Primary   int
+	Replicas  []int
+	Sentinels []int
+	// URL is REDIS_URL for the services: redis+sentinel://.../wr.
+	URL string
+	// Links are the proxies the replicas replicate through (one each),
+	// when asked for: delay one to make its replica lag, cut it to cut the
+	// replica off.
+	Links []*Proxy
+}
+
+// StartSentinelSet starts a SentinelSet of replicas replicas; with linked,
+// each replica reaches the primary through a Proxy of its own
+// (SentinelSet.Links).
+func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("the failover tests run their own redis-server and sentinels, which are not installed: apt-get install -y redis-server (%v)", err)
+	}
+	s := &SentinelSet{t: t, dir: t.TempDir()}
+	s.Primary = FreePort(t)
+	var rs, ss, via []string
+	for range replicas {
+		p := FreePort(t)
+		s.Replicas = append(s.Replicas, p)
+		rs = append(rs, strconv.Itoa(p))
+		if linked {
+			l := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
+			s.Links = append(s.Links, l)
+			via = append(via, l.Addr())
+		}
+	}
+	for range 3 {
+		p := FreePort(t)
+		s.Sentinels = append(s.Sentinels, p)
+		ss = append(ss, strconv.Itoa(p))
+	}
+	t.Cleanup(s.down)
+	out := runReplicated(t, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
+		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","))
+	s.URL = envLine(t, out, "REDIS_URL")
+	return s
+}
+
+// Lag delays every link by d (0 ends it); Cut cuts them all.
+func (s *SentinelSet) Lag(d time.Duration) {
+	for _, l := range s.Links {
+		l.Delay(d)
+	}
+}
+
+// Cut cuts every replica's link to the primary it started with.
+func (s *SentinelSet) Cut() {
+	for _, l := range s.Links {
+		l.Cut()
+	}
+}
+
+// runReplicated runs deploy/local/replicated.sh and returns its output.
+func runReplicated(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(Root(), "deploy", "local", "replicated.sh"), args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("deploy/local/replicated.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// envLine is the value of NAME=value in out.
+func envLine(t testing.TB, out, name string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, name+"="); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("replicated.sh printed no %s:\n%s", name, out)
+	return ""
+}
+
+// down kills every process of the set by PID.
+func (s *SentinelSet) down() {
+	matches, _ := filepath.Glob(filepath.Join(s.dir, "*.pid"))
+	for _, f := range matches {
+		killPIDFile(f)
+	}
+}
+
+func killPIDFile(f string) {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for range 200 {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Kill crashes the Redis node on port (SIGKILL).
+func (s *SentinelSet) Kill(port int) {
+	killPIDFile(filepath.Join(s.dir, fmt.Sprintf("redis-%d.pid", port)))
+}
+
+// NodeURL is a plain redis:// URL of the node on port.
+func (s *SentinelSet) NodeURL(port int) string { return fmt.Sprintf("redis://127.0.0.1:%d/0", port) }
+
+// Node is a client of the node on port alone (no failover), closed when
+// the test ends.
+func (s *SentinelSet) Node(port int) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Master is the port the sentinels name as the primary now (0 if none
+// answers).
+func (s *SentinelSet) Master(ctx context.Context) int {
+	for _, p := range s.Sentinels {
+		c := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p), DialTimeout: time.Second})
+		addr, err := c.GetMasterAddrByName(ctx, "wr").Result()
+		_ = c.Close()
+		if err == nil && len(addr) == 2 {
+			port, _ := strconv.Atoi(addr[1])
+			return port
+		}
+	}
+	return 0
+}
