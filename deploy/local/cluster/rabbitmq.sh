@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A private three-node RabbitMQ cluster for the tests and make chaos, on
 # ports of its own: it never touches the machine's RabbitMQ (5672) or its
-# epmd (4369).
+# epmd (4369), and writes nothing outside DIR (the processes run in DIR,
+# crash dumps go to DIR/nodeN).
 #
 #   rabbitmq.sh up DIR [BASEPORT] start three nodes, join them into one cluster
 #                                 and print AMQP_URL=<the three URLs, comma-separated>;
@@ -117,7 +118,8 @@ _rc_env() {
 		RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT="$(_rc_port "$n")"
 		RABBITMQ_DIST_PORT=$((_RC_BASE + 10 + n - 1))
 		RABBITMQ_CTL_DIST_PORT_MIN=$((_RC_BASE + 21)) RABBITMQ_CTL_DIST_PORT_MAX=$((_RC_BASE + 30))
-		RABBITMQ_MNESIA_BASE="$_RC_DIR/node$n/mnesia" RABBITMQ_LOG_BASE="$_RC_DIR/node$n/log")
+		RABBITMQ_MNESIA_BASE="$_RC_DIR/node$n/mnesia" RABBITMQ_LOG_BASE="$_RC_DIR/node$n/log"
+		ERL_CRASH_DUMP="$_RC_DIR/node$n/erl_crash.dump")
 }
 
 # _rc_spawn N NAME CMD...: CMD in node N's environment, in the background,
@@ -131,6 +133,7 @@ _rc_spawn() {
 	_rc_env "$n"
 	(
 		set +m
+		cd "$_RC_DIR" # nothing of Erlang's lands in the caller's directory
 		env -i "${_RC_ENV[@]}" setsid "$@" >>"$out" 2>&1 </dev/null &
 		echo $! >"$_RC_DIR/$name.pid"
 	)
@@ -140,7 +143,7 @@ _rc_ctl() {
 	local n=$1
 	shift
 	_rc_env "$n"
-	env -i "${_RC_ENV[@]}" "$_RC_BIN/rabbitmqctl" -n "$(_rc_name "$n")" "$@"
+	(cd "$_RC_DIR" && env -i "${_RC_ENV[@]}" "$_RC_BIN/rabbitmqctl" -n "$(_rc_name "$n")" "$@")
 }
 
 # _rc_alive PID: the process exists and is not a zombie waiting for its
