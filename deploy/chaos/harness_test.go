@@ -61,6 +61,8 @@ type rig struct {
 	q, exchange              string
 	redisURL, amqpURL, dbURL string
 	ver                      *auth.Verifier
+	// redisEnv is added to every service's environment (REDIS_WAIT_*).
+	redisEnv map[string]string
 }
 
 func newRig(t *testing.T) *rig {
@@ -82,6 +84,9 @@ func (r *rig) env(extra map[string]string) map[string]string {
 	}
 	if r.dbURL != "" {
 		m["DATABASE_URL"] = r.dbURL
+	}
+	for k, v := range r.redisEnv {
+		m[k] = v
 	}
 	for k, v := range extra {
 		m[k] = v

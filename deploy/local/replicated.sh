@@ -11,8 +11,13 @@
 #       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
 #       primary), points a replica at a proxy in between, to make it lag or
 #       cut it off.
-#   replicated.sh redis-cluster up DIR [P1 .. P6]
-#       three masters, each with one replica; prints REDIS_URL (the seeds).
+#   replicated.sh redis-cluster up DIR [PORTS [REPLICAS [ANNOUNCE]]]
+#       a Redis Cluster: PORTS a comma list (default 26410-26415), the first
+#       third (or half, ...) masters, REPLICAS replicas each (default 1);
+#       prints REDIS_URL (the masters as seeds). ANNOUNCE, a comma list of
+#       ports aligned with PORTS (empty: none), makes a node announce
+#       another port: a proxy in front of it, through which its replicas
+#       (and clients) reach it.
 #   replicated.sh rabbitmq up DIR [BASEPORT]      (deploy/local/cluster/rabbitmq.sh: three nodes on
 #       BASEPORT..BASEPORT+30, default 61420; also kill|start DIR N, ctl DIR N ARGS)
 #   replicated.sh all up DIR                       all three, default ports
@@ -101,27 +106,44 @@ EOF
 
 redis_cluster_up() {
   need redis-server redis-server
-  local ports=("$@")
-  [ ${#ports[@]} -gt 0 ] || ports=(26410 26411 26412 26413 26414 26415)
-  [ ${#ports[@]} = 6 ] || die "redis-cluster needs six ports (three masters, three replicas)"
-  local p seeds=() addrs=()
-  for p in "${ports[@]}"; do
+  local ports="${1:-26410,26411,26412,26413,26414,26415}" per="${2:-1}" announce="${3:-}"
+  local ps as
+  IFS=, read -r -a ps <<<"$ports"
+  IFS=, read -r -a as <<<"$announce"
+  [ $(( ${#ps[@]} % (per + 1) )) = 0 ] || die "redis-cluster: ${#ps[@]} ports do not make masters with $per replicas each"
+  local i p addrs=() seeds=()
+  for i in "${!ps[@]}"; do
+    p="${ps[$i]}"
+    local extra=()
+    # A node announced at another port (a proxy in front of it) keeps its
+    # own bus port.
+    [ -z "${as[$i]:-}" ] || extra=(--cluster-announce-ip 127.0.0.1 --cluster-announce-port "${as[$i]}" --cluster-announce-bus-port $((p + 10000)))
     redis_node "$dir" "$p" --cluster-enabled yes --cluster-config-file "$dir/nodes-$p.conf" \
-      --cluster-node-timeout 2000 --cluster-replica-validity-factor 0 --cluster-port $((p + 10000))
+      --cluster-node-timeout 1000 --cluster-replica-validity-factor 0 --cluster-port $((p + 10000)) "${extra[@]}"
   done
-  for p in "${ports[@]}"; do wait_ping "$p"; addrs+=("127.0.0.1:$p"); done
-  redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/create.log" 2>&1 ||
+  for p in "${ps[@]}"; do wait_ping "$p"; addrs+=("127.0.0.1:$p"); done
+  redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$per" --cluster-yes >"$dir/create.log" 2>&1 ||
     die "redis-cli --cluster create failed: $(tail -5 "$dir/create.log")"
+  local ok=0
   for _ in $(seq 1 200); do
-    local ok=1
-    for p in "${ports[@]}"; do
-      redis-cli -p "$p" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+    ok=1
+    for p in "${ps[@]}"; do
+      local info
+      info="$(redis-cli -p "$p" cluster info 2>/dev/null)"
+      [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_known_nodes:${#ps[@]}"* ]] || ok=0
+    done
+    # Every replica in sync with its master.
+    for p in "${ps[@]}"; do
+      local role
+      role="$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')"
+      if [[ "$role" == *"role:slave"* && "$role" != *"master_link_status:up"* ]]; then ok=0; fi
     done
     [ "$ok" = 1 ] && break
-    sleep 0.05
+    sleep 0.1
   done
-  [ "$ok" = 1 ] || die "the cluster did not reach cluster_state:ok within 10 s"
-  for p in "${ports[@]:0:3}"; do seeds+=("127.0.0.1:$p"); done
+  [ "$ok" = 1 ] || die "the cluster did not reach cluster_state:ok with every replica in sync within 20 s"
+  local masters=$(( ${#ps[@]} / (per + 1) ))
+  for p in "${ps[@]:0:$masters}"; do seeds+=("127.0.0.1:$p"); done
   echo "REDIS_URL=$(IFS=,; echo "${seeds[*]}")"
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,8 +17,17 @@ import (
 // same token succeeds. The token moves to inflight with a lease; orderID
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
-	res, err := s.evalAcked(ctx, consumeScript, tokenKeys(q, secret).consumeKeys(user),
-		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag()).Slice()
+	cmd := s.evalAcked(ctx, consumeScript, tokenKeys(q, secret).consumeKeys(user),
+		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag())
+	res, err := cmd.Slice()
+	if errors.Is(err, queue.ErrNotReplicated) {
+		// Taken on the primary, not confirmed: the caller gets what was
+		// taken with the error, so it can hand the token back at once
+		// instead of leaving it in flight until the lease runs out.
+		if v, ok := cmd.Val().([]any); ok && len(v) > 0 && str(v[0]) == "OK" {
+			return consumedOf(v), fmt.Errorf("consume %s: %w", q, err)
+		}
+	}
 	if err != nil {
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, classify(err))
 	}
@@ -29,14 +39,19 @@ func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, le
 	case "NOT_ACTIVE":
 		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, &queue.NotActiveError{Wait: time.Duration(intOf(res, 1)) * time.Millisecond})
 	case "OK":
-		return queue.Consumed{
-			TokenID:    str(res[1]),
-			ActivateAt: time.UnixMilli(intOf(res, 2)).UTC(),
-			ExpiresAt:  time.UnixMilli(intOf(res, 3)).UTC(),
-			MaxOrders:  intOf(res, 4),
-		}, nil
+		return consumedOf(res), nil
 	}
 	return queue.Consumed{}, fmt.Errorf("consume %s: unknown reply %v", q, res)
+}
+
+// consumedOf reads consume's OK reply.
+func consumedOf(res []any) queue.Consumed {
+	return queue.Consumed{
+		TokenID:    str(res[1]),
+		ActivateAt: time.UnixMilli(intOf(res, 2)).UTC(),
+		ExpiresAt:  time.UnixMilli(intOf(res, 3)).UTC(),
+		MaxOrders:  intOf(res, 4),
+	}
 }
 
 // CheckToken is the order path's cheap gate (see lua/check.lua): read-only,

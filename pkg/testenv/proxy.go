@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/url"
@@ -28,6 +29,10 @@ type Proxy struct {
 
 	// delay is added before every chunk the server sends (nanoseconds).
 	delay atomic.Int64
+	// replDelay is added to the chunks of a replication link only: a pair
+	// whose client sent PSYNC (a Redis replica syncing), so a master's
+	// clients go through the same proxy undelayed.
+	replDelay atomic.Int64
 	// hold: the reply to the next request matching holdMatch is held for
 	// holdFor before it is passed on (or dropped, if the client gave up).
 	holdMatch func([]byte) bool
@@ -56,6 +61,11 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	t.Cleanup(p.stop)
 	return p
 }
+
+// DelayReplication delays the replication stream a Redis replica reads
+// through the proxy by d (0 ends it): every chunk the server sends on a
+// connection whose client sent PSYNC. Other connections are not delayed.
+func (p *Proxy) DelayReplication(d time.Duration) { p.replDelay.Store(int64(d)) }
 
 // Addr is the host:port clients connect to.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
@@ -207,6 +217,7 @@ func (p *Proxy) serve(client net.Conn) {
 	// of this one pair: clients like go-redis send one command per
 	// connection at a time, so the next reply is the matched request's.
 	var hold atomic.Int64
+	var replica atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -216,6 +227,9 @@ func (p *Proxy) serve(client net.Conn) {
 			if n > 0 {
 				if d := p.armHold(buf[:n]); d > 0 {
 					hold.Store(int64(d))
+				}
+				if !replica.Load() && bytes.Contains(buf[:n], []byte("PSYNC")) {
+					replica.Store(true)
 				}
 				late := p.armDelay(buf[:n])
 				if late > 0 && !p.sleep(late) {
@@ -266,6 +280,9 @@ func (p *Proxy) serve(client net.Conn) {
 		n, err := server.Read(buf)
 		if n > 0 {
 			wait := time.Duration(hold.Swap(0)) + time.Duration(p.delay.Load())
+			if replica.Load() {
+				wait += time.Duration(p.replDelay.Load())
+			}
 			chunks <- chunk{data: buf[:n], due: time.Now().Add(wait)}
 		}
 		if err != nil {

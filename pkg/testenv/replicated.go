@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -158,6 +159,114 @@ func (s *SentinelSet) Master(ctx context.Context) int {
 		if err == nil && len(addr) == 2 {
 			port, _ := strconv.Atoi(addr[1])
 			return port
+		}
+	}
+	return 0
+}
+
+// ReplicatedCluster is a private Redis Cluster of three masters, each with
+// replicas, started by deploy/local/replicated.sh on free ports. Every
+// process is killed by PID when the test ends, even when it fails.
+type ReplicatedCluster struct {
+	t   testing.TB
+	dir string
+	// Masters are the ports of the nodes that started as masters; Ports
+	// all the nodes' ports.
+	Masters, Ports []int
+	// URL is REDIS_URL for the services: the masters as seeds.
+	URL string
+	// Links are the proxies in front of the masters, when asked for, by
+	// master port: the masters announce them, so clients and their
+	// replicas reach each master through its link. Delay a link's
+	// replication (Proxy.DelayReplication) to make the master's replicas
+	// lag, cut it to cut them off.
+	Links map[int]*Proxy
+	// announced maps an announced (proxy) port back to its node's port.
+	announced map[int]int
+}
+
+// StartReplicatedCluster starts a ReplicatedCluster with perMaster replicas
+// for each of three masters; with linked, each master is reached through a
+// Proxy of its own (ReplicatedCluster.Links).
+func StartReplicatedCluster(t testing.TB, perMaster int, linked bool) *ReplicatedCluster {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatalf("the failover tests run their own Redis Cluster, which is not installed: apt-get install -y redis-server (%v)", err)
+	}
+	c := &ReplicatedCluster{t: t, dir: t.TempDir(), Links: map[int]*Proxy{}, announced: map[int]int{}}
+	n := 3 * (perMaster + 1)
+	var ps, as []string
+	for i := range n {
+		p := FreePort(t)
+		// The bus port is the port + 10000: keep both free and in range.
+		for p+10000 > 65535 || !portFree(p+10000) {
+			p = FreePort(t)
+		}
+		c.Ports = append(c.Ports, p)
+		ps = append(ps, strconv.Itoa(p))
+		a := ""
+		if i < 3 {
+			c.Masters = append(c.Masters, p)
+			if linked {
+				l := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", p))
+				c.Links[p] = l
+				_, port, _ := strings.Cut(l.Addr(), ":")
+				a = port
+				ap, _ := strconv.Atoi(port)
+				c.announced[ap] = p
+			}
+		}
+		as = append(as, a)
+	}
+	t.Cleanup(c.down)
+	out := runReplicated(t, "redis-cluster", "up", c.dir, strings.Join(ps, ","), strconv.Itoa(perMaster), strings.Join(as, ","))
+	c.URL = envLine(t, out, "REDIS_URL")
+	return c
+}
+
+// portFree reports whether nothing listens on port.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+func (c *ReplicatedCluster) down() {
+	matches, _ := filepath.Glob(filepath.Join(c.dir, "*.pid"))
+	for _, f := range matches {
+		killPIDFile(f)
+	}
+}
+
+// Kill crashes the node on port (SIGKILL).
+func (c *ReplicatedCluster) Kill(port int) {
+	killPIDFile(filepath.Join(c.dir, fmt.Sprintf("redis-%d.pid", port)))
+}
+
+// MasterOf is the port of the node serving key's slot as master now, as
+// the node on ask tells (0 if it cannot).
+func (c *ReplicatedCluster) MasterOf(ctx context.Context, ask int, key string) int {
+	cl := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", ask), MaxRetries: -1, DialTimeout: time.Second})
+	defer cl.Close()
+	slot, err := cl.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		return 0
+	}
+	slots, err := cl.ClusterSlots(ctx).Result()
+	if err != nil {
+		return 0
+	}
+	for _, s := range slots {
+		if int64(s.Start) <= slot && slot <= int64(s.End) && len(s.Nodes) > 0 {
+			_, port, _ := strings.Cut(s.Nodes[0].Addr, ":")
+			p, _ := strconv.Atoi(port)
+			if real, ok := c.announced[p]; ok {
+				return real
+			}
+			return p
 		}
 	}
 	return 0

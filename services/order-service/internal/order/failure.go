@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
 // failureOf classifies an order failure for OrderFailed.
@@ -18,7 +20,9 @@ func failureOf(err error) (FailureReason, bool) {
 		return ReasonInvalidRequest, false
 	case errors.Is(err, ErrProductNotFound):
 		return ReasonInvalidRequest, true
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, queue.ErrNotReplicated):
+		// A consume the Redis replicas did not confirm in time counts
+		// as a timeout: the order was never attempted.
 		return ReasonTimeout, true
 	}
 	return ReasonDatabaseError, true

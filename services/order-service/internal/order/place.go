@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -117,6 +118,14 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 	c, err := s.tokens.Consume(ctx, r.QueueID, r.UserID, r.Token, orderID, s.o.Lease, s.o.SlotGrace)
 	if err != nil {
 		s.health.refused(r.QueueID, err)
+		if errors.Is(err, queue.ErrNotReplicated) && c.TokenID != "" {
+			// Taken on the Redis primary, not confirmed by its replicas:
+			// no order will be placed with it, so it goes back now (a
+			// restore of a consume a failover undid changes nothing)
+			// rather than when the lease runs out. The buyer's retry
+			// finds the token again.
+			s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err)
+		}
 		return Order{}, err
 	}
 	o, err := s.repo.PlaceOrder(ctx, Order{
