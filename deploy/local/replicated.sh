@@ -18,7 +18,8 @@
 #       ports aligned with PORTS (empty: none), makes a node announce
 #       another port: a proxy in front of it, through which its replicas
 #       (and clients) reach it.
-#   replicated.sh rabbitmq up DIR [P1 P2 P3]      (deploy/local/cluster/rabbitmq.sh)
+#   replicated.sh rabbitmq up DIR [BASEPORT]      (deploy/local/cluster/rabbitmq.sh: three nodes on
+#       BASEPORT..BASEPORT+30, default 61420; also kill|start DIR N, ctl DIR N ARGS)
 #   replicated.sh all up DIR                       all three, default ports
 #   replicated.sh KIND down DIR                    kill every process of DIR
 #   replicated.sh KIND status DIR

@@ -1,12 +1,16 @@
 // Package broker is the shared AMQP 0-9-1 layer of the waiting room: one
-// self-healing connection to RabbitMQ (Conn), confirmed publishing of
+// self-healing connection to RabbitMQ, a single node or any node of a
+// cluster (Conn), confirmed publishing of
 // protobuf events with CloudEvents headers (Publisher), and consumers with
 // manual acks that resubscribe after every reconnect (Conn.Consume).
 //
 // amqp091-go does not reconnect by itself (its optional recovery is left
-// off): a supervisor goroutine watches NotifyClose, redials with jittered
-// backoff and redeclares the topology; publishers and consumers open fresh
-// channels on the new connection.
+// off): a supervisor goroutine watches NotifyClose, redials (through the
+// other nodes of a cluster first, then with jittered backoff) and
+// redeclares the topology; publishers and consumers open fresh channels on
+// the new connection. Every queue it declares is a quorum queue (replicated)
+// or exclusive to one connection, so no single node of a cluster is needed
+// by everyone.
 package broker
 
 import (
@@ -14,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -50,12 +55,15 @@ type link struct {
 }
 
 // Conn keeps one AMQP connection alive: it connects in the background,
-// reconnects with backoff after any loss (broker restart, connection closed by
-// the server, network cut), and on every (re)connect declares the topology:
-// the exchange and the dead-letter exchange "<Exchange>.dlx", both topic and
-// durable.
+// reconnects after any loss (broker restart, node crash, connection closed
+// by the server, network cut), and on every (re)connect declares the
+// topology: the exchange and the dead-letter exchange "<Exchange>.dlx",
+// both topic and durable, and (best effort, see declareParking) the
+// quorum queue that parks unrouted events.
 type Conn struct {
-	url    string
+	urls   []string // one per node, tried in turn
+	addrs  []string // their host:port, for logs
+	next   int      // the URL the next dial starts with; the supervisor's alone
 	o      Options
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -70,12 +78,19 @@ type Conn struct {
 
 // New validates the URL and options and starts connecting in the background.
 // It returns at once; it does not wait for the broker (see Ready).
+//
+// url is one amqp:// (or amqps://) URL, or one per node of a cluster
+// separated by commas ("amqp://u:p@rabbit-0:5672/,amqp://u:p@rabbit-1:5672/").
+// The first dial starts at a random one, so replicas spread over the nodes;
+// a node that does not answer is skipped for the next at once, and after a
+// lost connection the next dial starts with the node after the lost one.
 func New(url string, o Options) (*Conn, error) {
 	if o.Log == nil {
 		return nil, errors.New("broker: Options.Log is required")
 	}
-	if _, err := amqp.ParseURI(url); err != nil {
-		return nil, fmt.Errorf("broker: AMQP URL: %w", err)
+	urls, addrs, err := splitURLs(url)
+	if err != nil {
+		return nil, err
 	}
 	if o.Exchange == "" {
 		o.Exchange = defaultExchange
@@ -91,8 +106,8 @@ func New(url string, o Options) (*Conn, error) {
 	}
 	o.MaxBackoff = max(o.MaxBackoff, o.MinBackoff)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{url: url, o: o, ctx: ctx, cancel: cancel, up: make(chan struct{}),
-		lastErr: errors.New("connecting")}
+	c := &Conn{urls: urls, addrs: addrs, next: rand.N(len(urls)), o: o, ctx: ctx, cancel: cancel,
+		up: make(chan struct{}), lastErr: errors.New("connecting")}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -54,6 +54,10 @@ func checkSpec(s QueueSpec) (QueueSpec, error) {
 		return s, errors.New("broker: QueueSpec.Name longer than 200 bytes")
 	case s.DeliveryLimit < 0 || s.Prefetch < 0 || s.Prefetch > 65535:
 		return s, fmt.Errorf("broker: QueueSpec: bad DeliveryLimit %d or Prefetch %d", s.DeliveryLimit, s.Prefetch)
+	case s.Name != "" && !s.Quorum:
+		// A classic queue lives on one node of a cluster: while that node is
+		// down its consumers stop and its declaration fails on every connect.
+		return s, fmt.Errorf("broker: QueueSpec %q: a named queue must be Quorum (replicated)", s.Name)
 	}
 	if s.Name == "" {
 		s.Quorum = false

@@ -49,10 +49,9 @@ func newEnv(t *testing.T) *env {
 		for _, q := range qs {
 			e.try(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err })
 		}
-		e.try(func(ch *amqp.Channel) error {
-			_, err := ch.QueueDelete(e.exchange+broker.UnroutedSuffix, false, false, false)
-			return err
-		})
+		for _, q := range []string{e.exchange + broker.ParkedSuffix, e.exchange + broker.UnroutedSuffix} {
+			e.try(func(ch *amqp.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err })
+		}
 		for _, x := range []string{e.exchange, e.exchange + ".dlx", e.exchange + broker.UnroutedSuffix} {
 			e.try(func(ch *amqp.Channel) error { return ch.ExchangeDelete(x, false, false) })
 		}

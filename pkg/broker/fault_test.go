@@ -187,7 +187,7 @@ func TestPublishRecoversFromChannelError(t *testing.T) {
 	if err := pub.Publish(ctx, event("second", "nobody.home", time.Now())); err != nil {
 		t.Fatalf("Publish after the exchange was deleted = %v, want nil (republished, parked)", err)
 	}
-	if d := e.depth(e.exchange + broker.UnroutedSuffix); d != 2 {
+	if d := e.depth(e.exchange + broker.ParkedSuffix); d != 2 {
 		t.Errorf("parked %d events, want 2", d)
 	}
 	if err := e.do(func(ch *amqp.Channel) error {

@@ -118,7 +118,7 @@ func TestPublishUnboundKeyIsParkedNotReturned(t *testing.T) {
 	pub := e.conn(e.url).Publisher()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	unrouted := e.exchange + broker.UnroutedSuffix
+	unrouted, parked := e.exchange+broker.UnroutedSuffix, e.exchange+broker.ParkedSuffix
 
 	// Nobody bound "nobody.home": the alternate exchange parks the event, so
 	// an outbox is never held up by a routing key nobody subscribes to.
@@ -141,8 +141,8 @@ func TestPublishUnboundKeyIsParkedNotReturned(t *testing.T) {
 	if d := e.depth(q); d != 2 {
 		t.Errorf("routed queue holds %d messages, want 2", d)
 	}
-	if d := e.depth(unrouted); d != 2 {
-		t.Errorf("%s holds %d messages, want 2", unrouted, d)
+	if d := e.depth(parked); d != 2 {
+		t.Errorf("%s holds %d messages, want 2", parked, d)
 	}
 
 	// Without the alternate exchange an unbound key really is unroutable:

@@ -25,7 +25,8 @@ func (c *Conn) Publisher() *Publisher { return &Publisher{c: c} }
 // Publish publishes all events and returns only after the broker confirmed
 // every one of them. An unroutable event gives an error wrapping
 // ErrUnroutable, a nacked one ErrNacked (one joined error for all of them;
-// the other events are still published). An event not confirmed when the
+// the other events are still published; the channel that saw the nack is
+// not used again). An event not confirmed when the
 // connection or channel is lost is published again on the next one
 // (duplicates are possible, loss is not) until ctx ends: then ctx's error.
 // Events of one call are pipelined: all are sent, then all confirms awaited.
@@ -116,6 +117,11 @@ func (p *Publisher) session(ctx context.Context) (*pubSession, error) {
 		p.mu.Lock()
 		s := p.s
 		if s == nil || !s.usable() {
+			if s != nil {
+				// Retired after a nack, or dead already: what it still had
+				// in flight is settled lost when it closes, and sent again.
+				_ = s.ch.Close()
+			}
 			if s, err = openSession(p.c, l); err == nil {
 				p.s = s
 			}

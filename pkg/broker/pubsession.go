@@ -186,6 +186,13 @@ func (s *pubSession) confirm(cf amqp.Confirmation) {
 	case !ok:
 	case !cf.Ack:
 		o = nacked
+		// No more events on this channel: RabbitMQ 3.10 can nack every
+		// later publish of a channel that began publishing to a quorum
+		// queue while the queue elected a new leader (seen on a node
+		// crash: nacks for as long as the channel lived), while a new
+		// channel is acked as soon as the leader is known. The Publisher
+		// opens a new one and closes this one.
+		s.dead = true
 	case s.returned[f.id] > 0:
 		o = returned
 		if s.returned[f.id]--; s.returned[f.id] == 0 {

@@ -73,10 +73,18 @@ func (r *recorder) firstProblems() []string {
 }
 
 // logCounts counts log records by message, so tests can assert how often
-// the Conn reconnected.
+// the Conn reconnected, and keeps the node it last connected to.
 type logCounts struct {
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	addr string // of the last "broker: connected" or "reconnected"
+}
+
+// lastAddr is the host:port of the node the Conn last connected to.
+func (c *logCounts) lastAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
 }
 
 func (c *logCounts) get(msg string) int {
@@ -93,6 +101,12 @@ type countingHandler struct {
 func (h *countingHandler) Handle(ctx context.Context, r slog.Record) error {
 	h.c.mu.Lock()
 	h.c.n[r.Message]++
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "addr" {
+			h.c.addr = a.Value.String()
+		}
+		return true
+	})
 	h.c.mu.Unlock()
 	return h.Handler.Handle(ctx, r)
 }

@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -19,6 +21,11 @@ const (
 	heartbeat = 10 * time.Second
 )
 
+// parkWait bounds how long a new connection waits for the first attempt
+// at the parking queue before publishers and consumers may use it; a
+// declaration that hangs (a cluster in trouble) goes on in the background.
+const parkWait = 2 * time.Second
+
 // supervise owns the connection: dial, declare, wait for the loss, repeat,
 // until Close.
 func (c *Conn) supervise() {
@@ -26,10 +33,11 @@ func (c *Conn) supervise() {
 	failures := 0
 	var lostAt time.Time
 	for {
-		conn, err := c.dial()
+		conn, addr, err := c.dial()
 		if err == nil {
 			if err = declareTopology(conn, c.o.Exchange); err != nil {
 				_ = conn.Close()
+				err = fmt.Errorf("%s: %w", addr, err)
 			}
 		}
 		if err != nil {
@@ -51,14 +59,26 @@ func (c *Conn) supervise() {
 		// A connection that died between dial and here closes the channel at once.
 		closed := conn.NotifyClose(make(chan *amqp.Error, 1))
 		l := &link{conn: conn, lost: make(chan struct{})}
+		tried := make(chan struct{})
+		if !c.track(func() { c.keepParked(l, tried, log) }) {
+			_ = conn.Close()
+			return
+		}
+		wait := time.NewTimer(parkWait)
+		select {
+		case <-tried:
+		case <-wait.C:
+		case <-c.ctx.Done():
+		}
+		wait.Stop()
 		c.mu.Lock()
 		c.link, c.lastErr = l, nil
 		close(c.up)
 		c.mu.Unlock()
 		if lostAt.IsZero() {
-			log.Info("broker: connected")
+			log.Info("broker: connected", "addr", addr)
 		} else {
-			log.Info("broker: reconnected", "down_for", time.Since(lostAt).Round(time.Millisecond), "attempts", failures+1)
+			log.Info("broker: reconnected", "addr", addr, "down_for", time.Since(lostAt).Round(time.Millisecond), "attempts", failures+1)
 		}
 		failures = 0
 
@@ -70,7 +90,7 @@ func (c *Conn) supervise() {
 			}
 			lostAt = time.Now()
 			c.drop(l, err)
-			log.Warn("broker: connection lost, reconnecting", "err", err)
+			log.Warn("broker: connection lost, reconnecting", "addr", addr, "err", err)
 		case <-c.ctx.Done():
 			c.drop(l, ErrClosed)
 			_ = conn.Close()
@@ -88,9 +108,34 @@ func (c *Conn) drop(l *link, err error) {
 	close(l.lost)
 }
 
-// dial connects with a handshake deadline, and aborts as soon as Close is
-// called instead of running out the timeout.
-func (c *Conn) dial() (*amqp.Connection, error) {
+// dial connects to the first node that answers, starting with c.next and
+// going round the list once: after a connection to node i, the next dial
+// starts with node i+1, so the node that was just lost (crashed, or
+// restarting) is tried last. With every node refusing it returns each
+// one's error; the supervisor then backs off before the next round.
+func (c *Conn) dial() (*amqp.Connection, string, error) {
+	var errs []string
+	for range c.urls {
+		i := c.next
+		c.next = (c.next + 1) % len(c.urls)
+		conn, err := c.dialOne(c.urls[i])
+		if err == nil {
+			return conn, c.addrs[i], nil
+		}
+		if c.ctx.Err() != nil {
+			return nil, "", ErrClosed
+		}
+		if len(c.urls) == 1 {
+			return nil, "", err
+		}
+		errs = append(errs, c.addrs[i]+": "+err.Error())
+	}
+	return nil, "", fmt.Errorf("no node answered: %s", strings.Join(errs, "; "))
+}
+
+// dialOne connects with a handshake deadline, and aborts as soon as Close
+// is called instead of running out the timeout.
+func (c *Conn) dialOne(url string) (*amqp.Connection, error) {
 	stop := func() bool { return false }
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName(c.o.Source)
@@ -113,49 +158,37 @@ func (c *Conn) dial() (*amqp.Connection, error) {
 			return nc, nil
 		},
 	}
-	conn, err := amqp.DialConfig(c.url, cfg)
+	conn, err := amqp.DialConfig(url, cfg)
 	stop()
 	return conn, err
 }
 
-// declareTopology declares the events exchange and its dead-letter exchange.
-// Declaring is idempotent, so it runs on every connect and every new
-// publisher channel: an exchange deleted behind our back comes back.
+// declareTopology declares what publishing needs. Declaring is idempotent,
+// so it runs on every connect and every new publisher channel: an exchange
+// deleted behind our back comes back.
 func declareTopology(conn *amqp.Connection, exchange string) error {
+	return onChannel(conn, func(ch *amqp.Channel) error { return declareExchanges(ch, exchange) })
+}
+
+// onChannel runs f on a channel of its own: a failed declaration closes
+// the channel it was made on, never the caller's.
+func onChannel(conn *amqp.Connection, f func(*amqp.Channel) error) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	return declareExchanges(ch, exchange)
+	return f(ch)
 }
 
-// UnroutedSuffix names the alternate exchange and queue that keep events
-// no queue is bound for: "<Exchange>.unrouted".
-const UnroutedSuffix = ".unrouted"
-
-// unroutedMax bounds the parking queue; the oldest events go first.
-const unroutedMax = 100_000
-
-// declareExchanges declares the events exchange with an alternate exchange.
-// An event nobody has bound a queue for yet (a routing key no team
-// subscribes to, a consumer not deployed yet) is parked in
-// "<Exchange>.unrouted" instead of being returned: a returned event would
-// stay in its outbox and hold back every event behind it.
+// declareExchanges declares the events exchange and its dead-letter
+// exchange. Exchanges are cluster metadata, held by every node, so this
+// works through any node that is up. The events exchange names its
+// alternate exchange "<Exchange>.unrouted" (see declareParking), which
+// need not exist yet: until it does, an event no queue is bound for is
+// returned (ErrUnroutable) instead of parked.
 func declareExchanges(ch *amqp.Channel, exchange string) error {
-	unrouted := exchange + UnroutedSuffix
-	if err := ch.ExchangeDeclare(unrouted, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
-		return err
-	}
-	if _, err := ch.QueueDeclare(unrouted, true, false, false, false, amqp.Table{
-		"x-max-length": int64(unroutedMax), "x-overflow": "drop-head",
-	}); err != nil {
-		return err
-	}
-	if err := ch.QueueBind(unrouted, "", unrouted, false, nil); err != nil {
-		return err
-	}
-	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, amqp.Table{"alternate-exchange": unrouted}); err != nil {
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, true, false, false, false, amqp.Table{"alternate-exchange": exchange + UnroutedSuffix}); err != nil {
 		return err
 	}
 	return ch.ExchangeDeclare(exchange+".dlx", amqp.ExchangeTopic, true, false, false, false, nil)

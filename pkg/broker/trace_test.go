@@ -45,7 +45,7 @@ func TestTraceContextCrossesTheBroker(t *testing.T) {
 	c := e.conn(e.url)
 	var mu sync.Mutex
 	got := map[string]seen{}
-	e.consume(c, broker.QueueSpec{Name: e.queue("traced"), Bindings: []string{"tr.#"}}, func(ctx context.Context, d broker.Delivery) broker.Result {
+	e.consume(c, broker.QueueSpec{Name: e.queue("traced"), Bindings: []string{"tr.#"}, Quorum: true}, func(ctx context.Context, d broker.Delivery) broker.Result {
 		h := func(k string) string { s, _ := d.Headers[k].(string); return s }
 		mu.Lock()
 		got[d.MessageID] = seen{sc: trace.SpanContextFromContext(ctx), traceparent: h("traceparent"),

@@ -191,9 +191,20 @@ func (s *Service) Stop() error {
 	}
 }
 
-// Tail is the last 40 lines of the process's output.
-// Lines are the lines of the service's log holding sub, at most max.
-func (s *Service) Lines(sub string, max int) []string {
+// Lines counts the lines of the process's output that contain substr.
+func (s *Service) Lines(substr string) int {
+	b, _ := os.ReadFile(s.log)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+// Matching is the first max lines of the process's output that contain sub.
+func (s *Service) Matching(sub string, max int) []string {
 	b, _ := os.ReadFile(s.log)
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
@@ -204,6 +215,7 @@ func (s *Service) Lines(sub string, max int) []string {
 	return out
 }
 
+// Tail is the last 40 lines of the process's output.
 func (s *Service) Tail() string {
 	b, _ := os.ReadFile(s.log)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")

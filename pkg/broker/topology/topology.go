@@ -13,8 +13,10 @@ type Queue struct {
 	Name string
 	// Bindings are routing-key patterns on the exchange. At least one.
 	Bindings []string
-	// Quorum makes it a durable quorum queue (x-queue-type quorum); without
-	// it a named queue is classic and durable. Ignored for Name == "".
+	// Quorum makes it a durable quorum queue (x-queue-type quorum),
+	// replicated over the nodes of a cluster. Required for a named queue:
+	// a classic one would live on one node, and while that node is down
+	// its consumers would stop. Ignored for Name == "".
 	Quorum bool
 	// DeliveryLimit is the quorum x-delivery-limit, default 5 when Quorum:
 	// a message returned more often is dead-lettered.

@@ -177,7 +177,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { deleteTopology(amqpURL, s.cfg.AMQP.Exchange) })
 	s.listen()
 	if o.health > 0 {
-		s.health = testenv.Listen(t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".health", Bindings: []string{events.RoutingKeyOrderHealth}})
+		s.health = testenv.Listen(t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".health", Bindings: []string{events.RoutingKeyOrderHealth}, Quorum: true})
 	}
 	s.start()
 	s.lead = s.lease(s.q)
