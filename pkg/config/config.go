@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,33 +24,46 @@ type Redis struct {
 	// WaitReplicas is how many replicas must hold a change (a place, a
 	// consumed or restored token, a lease grant, an admission before its
 	// event is published) before it is acknowledged: WAIT, see
-	// docs/DESIGN.md "Replicas and failover". Unset (-1): 1 with a Sentinel
-	// URL, 0 otherwise (a single node has no replica; set it for a Cluster
-	// whose masters have replicas).
-	WaitReplicas int `env:"REDIS_WAIT_REPLICAS" envDefault:"-1"`
+	// docs/DESIGN.md "Replicas and failover". A number, or "all": every
+	// replica the primary has streaming at the time (at least one), so
+	// whichever is promoted holds it. Unset: "all" with a Sentinel URL, 0
+	// otherwise (a single node has no replica; set it for a Cluster whose
+	// masters have replicas).
+	WaitReplicas string `env:"REDIS_WAIT_REPLICAS"`
 	// WaitTimeout bounds that wait; a change not confirmed within it is
 	// answered 503 (it is safe to send again). Below the client's read
 	// timeout (1 s unless REDIS_URL sets read_timeout).
 	WaitTimeout time.Duration `env:"REDIS_WAIT_TIMEOUT" envDefault:"250ms"`
 }
 
-// Replicas is WaitReplicas with the unset value resolved by the URL.
+// AllReplicas is Replicas' answer for "all" (redisstore.AllReplicas).
+const AllReplicas = -1
+
+// Replicas is WaitReplicas as a count, AllReplicas for "all", with the
+// unset value resolved by the URL. Check reports a value it cannot read.
 func (r Redis) Replicas() int {
-	if r.WaitReplicas >= 0 {
-		return r.WaitReplicas
+	switch v := strings.TrimSpace(r.WaitReplicas); {
+	case v == "" && strings.Contains(r.URL, "+sentinel://"):
+		return AllReplicas
+	case v == "":
+		return 0
+	case strings.EqualFold(v, "all"):
+		return AllReplicas
+	default:
+		n, _ := strconv.Atoi(v)
+		return max(n, 0)
 	}
-	if strings.Contains(r.URL, "+sentinel://") {
-		return 1
-	}
-	return 0
 }
 
-// Check reports a wait that cannot work: a negative count other than the
-// unset -1, or a timeout that is not positive or reaches the client's
-// default read timeout (the WAIT would be cut off as a dead connection).
+// Check reports a wait that cannot work: a count that is neither a
+// number of 0 or more nor "all", or a timeout that is negative or reaches
+// the client's default read timeout (the WAIT would be cut off as a dead
+// connection).
 func (r Redis) Check() error {
-	if r.WaitReplicas < -1 {
-		return fmt.Errorf("REDIS_WAIT_REPLICAS must be 0 or more, got %d", r.WaitReplicas)
+	if v := strings.TrimSpace(r.WaitReplicas); v != "" && !strings.EqualFold(v, "all") {
+		if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			return fmt.Errorf("REDIS_WAIT_REPLICAS must be a number of 0 or more, or all; got %q", r.WaitReplicas)
+		}
 	}
 	if r.WaitTimeout < 0 || r.WaitTimeout >= time.Second {
 		return fmt.Errorf("REDIS_WAIT_TIMEOUT must be above 0 and below 1s, got %s", r.WaitTimeout)

@@ -45,3 +45,34 @@ func TestSharedDefaultsAreOneEach(t *testing.T) {
 		t.Fatalf("zero SHUTDOWN_TIMEOUT: %v, want refused", err)
 	}
 }
+
+// REDIS_WAIT_REPLICAS: a count or "all", its default by the URL, and what
+// is refused.
+func TestRedisWaitReplicas(t *testing.T) {
+	for _, c := range []struct {
+		url, v string
+		want   int
+		bad    bool
+	}{
+		{"redis://h:6379/0", "", 0, false},
+		{"redis+sentinel://h:26379/wr", "", AllReplicas, false},
+		{"h1:7000,h2:7001", "", 0, false},
+		{"h1:7000,h2:7001", "all", AllReplicas, false},
+		{"redis+sentinel://h:26379/wr", "2", 2, false},
+		{"redis+sentinel://h:26379/wr", "0", 0, false},
+		{"redis://h:6379/0", "ALL", AllReplicas, false},
+		{"redis://h:6379/0", "-1", 0, true},
+		{"redis://h:6379/0", "some", 0, true},
+	} {
+		r := Redis{URL: c.url, WaitReplicas: c.v, WaitTimeout: 250 * time.Millisecond}
+		if err := r.Check(); (err != nil) != c.bad {
+			t.Errorf("%s %q: Check %v, want bad=%v", c.url, c.v, err, c.bad)
+		}
+		if !c.bad && r.Replicas() != c.want {
+			t.Errorf("%s %q: Replicas %d, want %d", c.url, c.v, r.Replicas(), c.want)
+		}
+	}
+	if err := (Redis{WaitTimeout: time.Second}).Check(); err == nil {
+		t.Error("a wait of 1s (the read timeout) was accepted")
+	}
+}

@@ -13,29 +13,110 @@ import (
 )
 
 // replication is what an acknowledged change needs: replicas Redis
-// replicas holding it within timeout (see RequireReplicas).
+// replicas holding it within timeout (see RequireReplicas); AllReplicas
+// for every replica its primary has streaming, read from the primary
+// (online).
 type replication struct {
 	replicas int
 	timeout  time.Duration
+	online   onlineReplicas
 }
 
+// AllReplicas, given to RequireReplicas, waits for every replica the
+// primary has streaming at the time (at least one): whichever is promoted
+// holds every acknowledged change. A replica that dropped is not waited
+// for, so changes go on while one is down; a failover promotes the one
+// furthest ahead, never one that dropped.
+const AllReplicas = -1
+
 // RequireReplicas makes the Store acknowledge a change only once n
-// replicas hold it: a WAIT n timeout follows the change on the connection
-// that made it, in the same round trip. It covers what a failover must not
-// undo once someone was told: a place (Enter), a consumed token (Consume),
-// a restored one (Restore), a lease grant and a line's epoch (the lease
-// script's acquire and follow), and the outbox events the relay publishes
-// (OutboxReplicated). A change fewer replicas confirm in time fails with
-// queue.ErrNotReplicated; it was made on the primary, and calling again is
-// safe (the scripts answer a repeat with the first call's result and write
-// a no-op the replicas must confirm again, see "acked" in lua/prelude.lua).
-// n = 0, the default, waits for nothing. Call it before the Store is used.
+// replicas hold it (AllReplicas: every replica streaming): a WAIT follows
+// the change on the connection that made it, in the same round trip. It
+// covers what a failover must not undo once someone was told: a place
+// (Enter), a consumed token (Consume), a restored one (Restore), a lease
+// grant and a line's epoch (the lease script's acquire and follow), and
+// the outbox events the relay publishes (OutboxReplicated). A change fewer
+// replicas confirm in time fails with queue.ErrNotReplicated; it was made
+// on the primary, and calling again is safe (the scripts answer a repeat
+// with the first call's result and write a no-op the replicas must confirm
+// again, see "acked" in lua/prelude.lua). n = 0, the default, waits for
+// nothing. Call it before the Store is used.
 func (s *Store) RequireReplicas(n int, timeout time.Duration) {
-	s.repl = replication{replicas: max(n, 0), timeout: timeout}
+	s.repl = replication{replicas: max(n, AllReplicas), timeout: timeout}
 }
 
 // acking reports whether changes wait for replicas.
-func (s *Store) acking() bool { return s.repl.replicas > 0 }
+func (s *Store) acking() bool { return s.repl.replicas != 0 }
+
+// waitFor is how many replicas a round on c must wait for.
+func (s *Store) waitFor(ctx context.Context, c pipeliner) int {
+	if s.repl.replicas != AllReplicas {
+		return s.repl.replicas
+	}
+	return max(1, s.repl.online.of(ctx, c))
+}
+
+// onlineReplicas remembers, per primary, how many replicas it has
+// streaming (INFO replication: state=online), read at most every
+// onlineMaxAge, in the background once a first reading exists.
+type onlineReplicas struct {
+	mu    sync.Mutex
+	by    map[pipeliner]onlineReading
+	fresh sync.Map // pipeliner -> *sync.Mutex, one reading at a time
+}
+
+type onlineReading struct {
+	n  int
+	at time.Time
+}
+
+const onlineMaxAge = 500 * time.Millisecond
+
+func (o *onlineReplicas) of(ctx context.Context, c pipeliner) int {
+	o.mu.Lock()
+	r, ok := o.by[c]
+	o.mu.Unlock()
+	if !ok {
+		return o.read(ctx, c)
+	}
+	if time.Since(r.at) > onlineMaxAge {
+		go o.read(context.WithoutCancel(ctx), c)
+	}
+	return r.n
+}
+
+// read asks c's primary; a failed reading keeps the last one.
+func (o *onlineReplicas) read(ctx context.Context, c pipeliner) int {
+	m, _ := o.fresh.LoadOrStore(c, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	if !mu.TryLock() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.by[c].n
+	}
+	defer mu.Unlock()
+	var info *redis.StringCmd
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		info = p.Info(ctx, "replication")
+		return nil
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.by == nil {
+		o.by = map[pipeliner]onlineReading{}
+	}
+	if err != nil {
+		return o.by[c].n
+	}
+	n := 0
+	for _, l := range strings.Split(info.Val(), "\n") {
+		if strings.HasPrefix(l, "slave") && strings.Contains(l, "state=online") {
+			n++
+		}
+	}
+	o.by[c] = onlineReading{n: n, at: time.Now()}
+	return n
+}
 
 // ackFlag is the scripts' ARGV that asks a repeat answer to write its
 // no-op for the replicas: "1" while replicas are required.
@@ -107,6 +188,10 @@ func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) st
 	var first error
 	for _, r := range rs {
 		var wait *redis.Cmd
+		need := 0
+		if s.acking() {
+			need = s.waitFor(ctx, r.c)
+		}
 		_, rerr := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, j := range r.idx {
 				build(p, idx[j])
@@ -114,7 +199,7 @@ func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) st
 			if s.acking() {
 				// Pipeliner has no Wait; the round's read deadline is the
 				// client's ReadTimeout, which Config keeps above the wait.
-				wait = p.Do(ctx, "wait", s.repl.replicas, s.repl.timeout.Milliseconds())
+				wait = p.Do(ctx, "wait", need, s.repl.timeout.Milliseconds())
 			}
 			return nil
 		})
@@ -133,7 +218,7 @@ func (s *Store) pipelineAcked(ctx context.Context, idx []int, key func(i int) st
 		ok := wait == nil
 		if wait != nil {
 			got, werr := wait.Int64()
-			ok = werr == nil && got >= int64(s.repl.replicas)
+			ok = werr == nil && got >= int64(need)
 		}
 		for _, j := range r.idx {
 			confirmed[idx[j]] = ok
@@ -227,8 +312,9 @@ func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
 // wait for the replica costs a round trip per batch, not per call.
 func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !s.acking() {
-		cmds, _, _ := s.evalRounds(ctx, script, 1, func(int) []string { return keys }, func(int) []any { return args }, false)
-		return cmds[0]
+		// One command as before: EVALSHA with EVAL on NOSCRIPT, its span
+		// named by the calling Store method.
+		return script.Run(ctx, s.rdb, keys, args...)
 	}
 	c := &ackCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	b := &s.acks
@@ -240,7 +326,7 @@ func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []stri
 	}
 	b.mu.Unlock()
 	if lead {
-		s.flushAcked()
+		s.flushAcked(c)
 	}
 	select {
 	case <-c.done:
@@ -268,6 +354,15 @@ type ackBatch struct {
 	flushers int
 }
 
+func isDone(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
 // ackCall is one acknowledged script call waiting for its round.
 type ackCall struct {
 	ctx    context.Context
@@ -279,14 +374,23 @@ type ackCall struct {
 }
 
 // flushAcked sends the pending calls in rounds until none is left; the
-// caller that found fewer than ackFlushers rounds going runs it.
-func (s *Store) flushAcked() {
+// caller that found fewer than ackFlushers rounds going runs it, with own
+// its call. Once own is answered, a caller hands what is still pending to
+// a goroutine of its own and returns: under a steady stream of calls the
+// pending list may never empty, and the caller's request must not wait on
+// others' rounds.
+func (s *Store) flushAcked(own *ackCall) {
 	b := &s.acks
 	for {
 		b.mu.Lock()
 		if len(b.pending) == 0 {
 			b.flushers--
 			b.mu.Unlock()
+			return
+		}
+		if own != nil && isDone(own.done) {
+			b.mu.Unlock()
+			go s.flushAcked(nil) // keeps this flusher's place
 			return
 		}
 		n := min(len(b.pending), ackBatchMax)

@@ -52,9 +52,15 @@ func (r *replicated) lag() { r.set.Links[0].Delay(replicaLag) }
 func (r *replicated) caughtUp(t *testing.T) {
 	t.Helper()
 	r.set.Links[0].Delay(0)
-	want := replOffset(t, r.primary, "master_repl_offset")
+	var want int64
+	testenv.WaitFor(t, 10*time.Second, "the primary's offset", func() bool {
+		var err error
+		want, err = replOffset(r.primary)
+		return err == nil
+	})
 	testenv.WaitFor(t, 10*time.Second, "the replica caught up", func() bool {
-		return replOffset(t, r.replica, "master_repl_offset") >= want
+		n, err := replOffset(r.replica)
+		return err == nil && n >= want
 	})
 }
 
@@ -67,21 +73,19 @@ func (r *replicated) pause(t *testing.T, d time.Duration) {
 	time.Sleep(50 * time.Millisecond)
 }
 
-// replOffset reads a replication offset from INFO replication.
-func replOffset(t *testing.T, c *redis.Client, field string) int64 {
-	t.Helper()
+// replOffset reads master_repl_offset from INFO replication (a replica's
+// is what it has applied).
+func replOffset(c *redis.Client) (int64, error) {
 	info, err := c.Info(context.Background(), "replication").Result()
 	if err != nil {
-		t.Fatalf("info replication: %v", err)
+		return 0, err
 	}
 	for _, l := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
+		if v, ok := strings.CutPrefix(l, "master_repl_offset:"); ok {
+			return strconv.ParseInt(v, 10, 64)
 		}
 	}
-	t.Fatalf("no %s in INFO replication:\n%s", field, info)
-	return 0
+	return 0, fmt.Errorf("no master_repl_offset in INFO replication:\n%s", info)
 }
 
 func notReplicated(err error) bool {
@@ -454,4 +458,41 @@ func TestTwoLeadersNeverShareAnEpochAcrossAFailoverFasterThanTheLease(t *testing
 		t.Fatalf("a tick at the lost epoch %d: %v, want ErrStaleEpoch", lostB, err)
 	}
 	t.Logf("failover in %s; a kept epoch %d and issued %d; b's lost epoch %d, next %d", took.Round(time.Millisecond), ea, issued, lostB, eb)
+}
+
+// AllReplicas waits for every replica the primary has streaming: with one
+// of two behind, nothing is acknowledged (a fixed count of one would be,
+// by the other); once that replica drops off, the one left suffices.
+func TestAllReplicasWaitsForEveryReplicaStreaming(t *testing.T) {
+	t.Parallel()
+	set := testenv.StartSentinelSet(t, 2, true)
+	ctx := context.Background()
+	all := testenv.StoreAt(t, set.NodeURL(set.Primary))
+	all.RequireReplicas(redisstore.AllReplicas, replicaWait)
+	one := testenv.StoreAt(t, set.NodeURL(set.Primary))
+	one.RequireReplicas(1, replicaWait)
+	q := newQueue(t, all, nil)
+
+	if _, err := all.Enter(ctx, q, "u1"); err != nil {
+		t.Fatalf("enter with both replicas in step: %v", err)
+	}
+	set.Links[0].DelayReplication(replicaLag)
+	set.Links[0].Delay(replicaLag)
+	if _, err := all.Enter(ctx, q, "u2"); !notReplicated(err) {
+		t.Fatalf("enter with one of two replicas behind, waiting for all: %v, want ErrNotReplicated", err)
+	}
+	if _, err := one.Enter(ctx, q, "u3"); err != nil {
+		t.Fatalf("enter with one of two replicas behind, waiting for one: %v", err)
+	}
+	// The lagging replica drops off: the primary no longer counts it, and
+	// the one left is every replica streaming.
+	set.Links[0].Cut()
+	testenv.WaitFor(t, 10*time.Second, "enters acknowledged by the replica left", func() bool {
+		_, err := all.Enter(ctx, q, "u4")
+		return err == nil
+	})
+	primary := set.Node(set.Primary)
+	if n := primary.ZCard(ctx, redisstore.KeysFor(q).Waiting()).Val(); n != 4 {
+		t.Fatalf("%d waiting, want 4", n)
+	}
 }

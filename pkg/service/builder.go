@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -88,9 +89,9 @@ func (b *Builder) Redis(ctx context.Context, cfg config.Redis, scripts ...*redis
 	if err != nil {
 		return nil, nil, err
 	}
-	if n := cfg.Replicas(); n > 0 {
+	if n := cfg.Replicas(); n != 0 {
 		store.RequireReplicas(n, cfg.Wait())
-		b.log.Info("changes are acknowledged once replicas hold them", "replicas", n, "wait", cfg.Wait())
+		b.log.Info("changes are acknowledged once replicas hold them", "replicas", cmp.Or(strings.TrimSpace(cfg.WaitReplicas), "all"), "wait", cfg.Wait())
 	} else if !strings.HasPrefix(cfg.URL, "redis://") && !strings.HasPrefix(cfg.URL, "rediss://") {
 		b.log.Warn("REDIS_WAIT_REPLICAS is 0: a failover can undo acknowledged places, admissions and orders' token use")
 	}
