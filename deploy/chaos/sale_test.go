@@ -429,7 +429,7 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	if n := s.serverErr.Load(); n != 0 {
 		t.Errorf("%d answers were 5xx other than 503", n)
 		for _, svc := range []*testenv.Service{gw, ord} {
-			for _, l := range svc.Matching("level=ERROR", 10) {
+			for _, l := range append(svc.Matching("level=ERROR", 10), svc.Matching("level=WARN", 15)...) {
 				t.Logf("%s: %s", svc.Name, l)
 			}
 		}
