@@ -38,18 +38,20 @@ type sale struct {
 	lostPlace map[string]bool
 	// created: 201 answers per person; refused: orders answered 4xx.
 	created, refused map[string]int
-	// ordered: people whose position said ORDERED without a 201.
-	ordered map[string]int
+	// ordered: people whose position said ORDERED without a 201; expired:
+	// people told their token expired unused (they enter again).
+	ordered, expired map[string]int
 	// last is each person's last position answer, for those the sale
 	// leaves without an answer to their order.
 	last      map[string]string
 	odd       []string
+	odd5xx    []string
 	serverErr atomic.Int64
 }
 
 func newSale(r *rig, gw, ord string, n int) *sale {
 	return &sale{r: r, gw: gw, ord: ord, people: userNames("p", n), stock: n - n/10,
-		acked: map[string]bool{}, lostPlace: map[string]bool{}, created: map[string]int{}, refused: map[string]int{}, ordered: map[string]int{}, last: map[string]string{}}
+		acked: map[string]bool{}, lostPlace: map[string]bool{}, created: map[string]int{}, refused: map[string]int{}, ordered: map[string]int{}, expired: map[string]int{}, last: map[string]string{}}
 }
 
 func (s *sale) note(f string, args ...any) {
@@ -57,6 +59,17 @@ func (s *sale) note(f string, args ...any) {
 	defer s.mu.Unlock()
 	if len(s.odd) < 20 {
 		s.odd = append(s.odd, fmt.Sprintf(f, args...))
+	}
+}
+
+// noteServer is note for a 5xx (other than 503) or no answer, kept apart
+// so that refusals do not crowd them out.
+func (s *sale) noteServer(f string, args ...any) {
+	s.serverErr.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.odd5xx) < 10 {
+		s.odd5xx = append(s.odd5xx, fmt.Sprintf(f, args...))
 	}
 }
 
@@ -119,6 +132,9 @@ func (s *sale) person(ctx context.Context, u string) {
 		case res.status == http.StatusOK && state == "EXPIRED":
 			// Their token ran out unused (its order failed and it came
 			// back too late): a buyer enters again.
+			s.mu.Lock()
+			s.expired[u]++
+			s.mu.Unlock()
 			s.note("%s: token expired: %v", u, res.body)
 			if !enter() {
 				return
@@ -135,8 +151,7 @@ func (s *sale) person(ctx context.Context, u string) {
 			continue
 		case res.status >= 500 || res.status == 0:
 			if res.status != http.StatusServiceUnavailable {
-				s.serverErr.Add(1)
-				s.note("%s: position %d %v", u, res.status, res.body)
+				s.noteServer("%s: position %d %v", u, res.status, res.body)
 			}
 		}
 		sleep(ctx, pause(res))
@@ -165,8 +180,7 @@ func (s *sale) order(ctx context.Context, u, tok string) bool {
 			s.note("%s: order %d %v", u, res.status, res.body)
 			return false
 		case res.status != http.StatusServiceUnavailable:
-			s.serverErr.Add(1)
-			s.note("%s: order %d %v", u, res.status, res.body)
+			s.noteServer("%s: order %d %v", u, res.status, res.body)
 		}
 		sleep(ctx, pause(res))
 	}
@@ -318,9 +332,12 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 		perUser[m.GetUserId()]++
 		times = append(times, m.GetOccurredAt().AsTime())
 	}
-	for _, n := range perUser {
+	for u, n := range perUser {
 		if n > 1 {
 			o.admittedTwice++
+			s.mu.Lock()
+			t.Logf("%s admitted %d times (told their token expired %d times; last position %s)", u, n, s.expired[u], s.last[u])
+			s.mu.Unlock()
 		}
 	}
 	orderIDs := map[string]bool{}
@@ -343,7 +360,7 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 	t.Logf("epochs seen %v in %d samples", e.seen, e.samples)
 	e.mu.Unlock()
 	s.mu.Lock()
-	for _, n := range s.odd {
+	for _, n := range append(s.odd5xx, s.odd...) {
 		t.Log(n)
 	}
 	s.mu.Unlock()
@@ -429,7 +446,7 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	if n := s.serverErr.Load(); n != 0 {
 		t.Errorf("%d answers were 5xx other than 503", n)
 		for _, svc := range []*testenv.Service{gw, ord} {
-			for _, l := range append(svc.Matching("level=ERROR", 10), svc.Matching("level=WARN", 15)...) {
+			for _, l := range append(svc.Matching(`"level":"ERROR"`, 10), svc.Matching(`"level":"WARN"`, 15)...) {
 				t.Logf("%s: %s", svc.Name, l)
 			}
 		}

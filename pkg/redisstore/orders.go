@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
@@ -17,8 +19,14 @@ import (
 // same token succeeds. The token moves to inflight with a lease; orderID
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
-	cmd := s.evalAcked(ctx, consumeScript, tokenKeys(q, secret).consumeKeys(user),
-		secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag())
+	keys, args := tokenKeys(q, secret).consumeKeys(user),
+		[]any{secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag()}
+	var cmd *redis.Cmd
+	if s.acking() {
+		cmd = s.evalAcked(ctx, consumeScript, keys, args...)
+	} else {
+		cmd = consumeScript.Run(ctx, s.rdb, keys, args...) // its span names Consume
+	}
 	res, err := cmd.Slice()
 	if errors.Is(err, queue.ErrNotReplicated) {
 		// Taken on the primary, not confirmed: the caller gets what was
@@ -90,7 +98,14 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 		r = "1"
 	}
 	tp, ts := telemetry.Context(ctx)
-	res, err := s.evalAcked(ctx, restoreScript, tokenKeys(q, tokenID).restoreKeys(user), user, tokenID, orderID, r, q, tp, ts, s.ackFlag()).Slice()
+	keys, args := tokenKeys(q, tokenID).restoreKeys(user), []any{user, tokenID, orderID, r, q, tp, ts, s.ackFlag()}
+	var cmd *redis.Cmd
+	if s.acking() {
+		cmd = s.evalAcked(ctx, restoreScript, keys, args...)
+	} else {
+		cmd = restoreScript.Run(ctx, s.rdb, keys, args...) // its span names Restore
+	}
+	res, err := cmd.Slice()
 	if err != nil {
 		return "", fmt.Errorf("restore %s: %w", q, classify(err))
 	}

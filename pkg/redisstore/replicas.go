@@ -312,8 +312,8 @@ func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
 // wait for the replica costs a round trip per batch, not per call.
 func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if !s.acking() {
-		// One command as before: EVALSHA with EVAL on NOSCRIPT, its span
-		// named by the calling Store method.
+		// Callers run the script themselves then, so that its span names
+		// them; this is for completeness.
 		return script.Run(ctx, s.rdb, keys, args...)
 	}
 	c := &ackCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}

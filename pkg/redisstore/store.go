@@ -72,8 +72,11 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 	}
 	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
 		k := KeysFor(queue.LineID(q, line))
-		return s.evalAcked(ctx, enterScript, k.enterKeys(user, proof.ID), user, proof.ID, proof.Bits, expires, shards,
-			telemetry.Sampled(ctx), s.ackFlag()).Slice()
+		keys, args := k.enterKeys(user, proof.ID), []any{user, proof.ID, proof.Bits, expires, shards, telemetry.Sampled(ctx), s.ackFlag()}
+		if s.acking() {
+			return s.evalAcked(ctx, enterScript, keys, args...).Slice()
+		}
+		return enterScript.Run(ctx, s.rdb, keys, args...).Slice() // its span names EnterWithProof
 	})
 	if err != nil {
 		return queue.Standing{}, fmt.Errorf("enter %s: %w", q, classify(err))
