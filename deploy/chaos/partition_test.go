@@ -16,7 +16,7 @@ import (
 // partitions. The leading dispatcher runs on a host of its own (a network
 // namespace joined by a veth pair), reaching Redis and RabbitMQ through
 // proxies on the machine's end of the link; a second dispatcher runs on the
-// machine. During the sale of 2,000 the leader's link is taken down (both
+// machine. During the sale of 2,000 (make test: 600) the leader's link is taken down (both
 // ends stay up: its requests hang, nothing is refused) for 5 s and then
 // healed, so whatever it had on the way may land late. The other takes the
 // lapsed lease; the partitioned one, back, is fenced. The same counts as

@@ -302,8 +302,13 @@ func TestNodeLossStopsNoEvents(t *testing.T) {
 	if logs.get("broker: reconnected") != 1 {
 		t.Errorf("the publisher reconnected %d times, want once (after its node was killed)", logs.get("broker: reconnected"))
 	}
-	if parkFailures < 1 {
-		t.Errorf("no failed parking declaration: the classic queue's node was down, its retirement must have failed")
+	// The reconnect tries to retire the old classic queue: it fails while
+	// that queue's node is down, or (the victim held no such queue, as the
+	// leaders moved under a loaded machine) finds it and warns again. One
+	// of the two must have happened.
+	kept := logs.get("broker: the classic queue that parked unrouted events before this version still holds events; it gets no more (they go to the quorum queue): read or move them, then delete it")
+	if parkFailures < 1 && kept < 2 {
+		t.Errorf("after the reconnect, no parking declaration failed and the classic queue was not found again (%d warnings): its retirement was not tried", kept)
 	}
 	if stall > 10*time.Second || after < 100 {
 		t.Errorf("publishing stalled %s after the kill, %d events confirmed in the 8 s after it; want under 10 s and at least 100", stall, after)
