@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -21,24 +20,8 @@ import (
 // enterAll enters users at about perSec per second through the gateway.
 func (r *rig) enterAll(gateway string, users []string, perSec int) {
 	r.t.Helper()
-	tick := time.NewTicker(time.Second / time.Duration(perSec))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	errs := make(chan string, len(users))
-	for _, u := range users {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if res := r.call(http.MethodPost, gateway+"/api/v1/queues/"+r.q+"/enter", u, "", "", nil); res.status != http.StatusOK {
-				errs <- fmt.Sprintf("enter %s: %d %v", u, res.status, res.body)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		r.t.Fatal(e)
+	for _, err := range r.enterEach(gateway, users, perSec) {
+		r.t.Fatal(err)
 	}
 }
 

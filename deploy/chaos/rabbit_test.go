@@ -197,21 +197,7 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	wg.Wait()
 
 	issued := issuedTotal(t, rdb, r.q)
-	outbox := func(key string) map[string]bool {
-		rows, err := db.Query(ctx, "SELECT event_id FROM outbox WHERE routing_key = $1", key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids, err := pgxStrings(rows)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]bool{}
-		for _, id := range ids {
-			out[id] = true
-		}
-		return out
-	}
+	outbox := func(key string) map[string]bool { return outboxIDs(t, db, key) }
 	var orders int
 	if err := db.QueryRow(ctx, "SELECT count(*) FROM orders WHERE queue_id = $1", r.q).Scan(&orders); err != nil {
 		t.Fatal(err)

@@ -34,13 +34,46 @@ here="$(cd "$(dirname "$0")" && pwd)"
 die() { echo "replicated.sh: $*" >&2; exit 1; }
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 is not installed: apt-get install -y $2"; }
 
+# wait_until TRIES PAUSE CHECK [ARGS...]: run CHECK until it succeeds, at
+# most TRIES times PAUSE seconds apart; fails when it never did.
+wait_until() {
+  local tries="$1" pause="$2"
+  shift 2
+  for _ in $(seq 1 "$tries"); do
+    "$@" && return 0
+    sleep "$pause"
+  done
+  return 1
+}
+
+pongs() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; }
+
 # wait_ping PORT: until redis on PORT answers PONG (10 s).
 wait_ping() {
-  for _ in $(seq 1 200); do
-    if [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; then return 0; fi
-    sleep 0.05
+  wait_until 200 0.05 pongs "$1" || die "redis on port $1 did not answer within 10 s (log: $dir/redis-$1.log)"
+}
+
+# sentinels_ready REPLICAS SENTINEL...: every sentinel knows that many
+# replicas and the other sentinels.
+sentinels_ready() {
+  local want="$1" s info
+  shift
+  for s in "$@"; do
+    info="$(redis-cli -p "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
+    [[ "$info" == *"num-slaves $want "* && "$info" == *"num-other-sentinels $(( $# - 1 )) "* ]] || return 1
   done
-  die "redis on port $1 did not answer within 10 s (log: $dir/redis-$1.log)"
+}
+
+# cluster_ready PORT...: every node sees the whole cluster ok, and every
+# replica is in sync with its master.
+cluster_ready() {
+  local p info
+  for p in "$@"; do
+    info="$(redis-cli -p "$p" cluster info 2>/dev/null)"
+    [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_known_nodes:$#"* ]] || return 1
+    info="$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')"
+    if [[ "$info" == *"role:slave"* && "$info" != *"master_link_status:up"* ]]; then return 1; fi
+  done
 }
 
 # redis_node DIR PORT [ARGS...]: a redis-server without persistence.
@@ -87,18 +120,8 @@ EOF
   for s in "${ss[@]}"; do wait_ping "$s"; done
   # Until the sentinels know the replicas and each other, a failover could
   # not happen: wait for both (10 s).
-  local ok=0
-  for _ in $(seq 1 200); do
-    ok=1
-    for s in "${ss[@]}"; do
-      local info
-      info="$(redis-cli -p "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
-      [[ "$info" == *"num-slaves ${#rs[@]} "* && "$info" == *"num-other-sentinels $(( ${#ss[@]} - 1 )) "* ]] || ok=0
-    done
-    [ "$ok" = 1 ] && break
-    sleep 0.05
-  done
-  [ "$ok" = 1 ] || die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
+  wait_until 200 0.05 sentinels_ready "${#rs[@]}" "${ss[@]}" ||
+    die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
   local urls=()
   for s in "${ss[@]}"; do urls+=("127.0.0.1:$s"); done
   echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr"
@@ -124,24 +147,8 @@ redis_cluster_up() {
   for p in "${ps[@]}"; do wait_ping "$p"; addrs+=("127.0.0.1:$p"); done
   redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$per" --cluster-yes >"$dir/create.log" 2>&1 ||
     die "redis-cli --cluster create failed: $(tail -5 "$dir/create.log")"
-  local ok=0
-  for _ in $(seq 1 200); do
-    ok=1
-    for p in "${ps[@]}"; do
-      local info
-      info="$(redis-cli -p "$p" cluster info 2>/dev/null)"
-      [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_known_nodes:${#ps[@]}"* ]] || ok=0
-    done
-    # Every replica in sync with its master.
-    for p in "${ps[@]}"; do
-      local role
-      role="$(redis-cli -p "$p" info replication 2>/dev/null | tr -d '\r')"
-      if [[ "$role" == *"role:slave"* && "$role" != *"master_link_status:up"* ]]; then ok=0; fi
-    done
-    [ "$ok" = 1 ] && break
-    sleep 0.1
-  done
-  [ "$ok" = 1 ] || die "the cluster did not reach cluster_state:ok with every replica in sync within 20 s"
+  wait_until 200 0.1 cluster_ready "${ps[@]}" ||
+    die "the cluster did not reach cluster_state:ok with every replica in sync within 20 s"
   local masters=$(( ${#ps[@]} / (per + 1) ))
   for p in "${ps[@]:0:$masters}"; do seeds+=("127.0.0.1:$p"); done
   echo "REDIS_URL=$(IFS=,; echo "${seeds[*]}")"

@@ -280,17 +280,17 @@ func (s *Store) evalMixed(ctx context.Context, script func(i int) *redis.Script,
 	if len(again) > 0 {
 		for sc := range reload {
 			if lerr := sc.Load(ctx, s.rdb).Err(); lerr != nil {
-				return s.filled(cmds, lerr), confirmed, lerr
+				return filled(cmds, lerr), confirmed, lerr
 			}
 		}
 		err = send(again)
 	}
-	return s.filled(cmds, err), confirmed, err
+	return filled(cmds, err), confirmed, err
 }
 
 // filled gives every call that was never queued (its round could not be
 // made) a command holding err, so callers read each call's outcome alike.
-func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
+func filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
 	for i, c := range cmds {
 		if c == nil {
 			c = redis.NewCmd(context.Background())
@@ -304,18 +304,15 @@ func (s *Store) filled(cmds []*redis.Cmd, err error) []*redis.Cmd {
 	return cmds
 }
 
-// evalAcked runs script once and acknowledges it (see RequireReplicas):
+// evalAcked runs script once and acknowledges it (see RequireReplicas;
+// callers run the script themselves while no replica is required, so that
+// its span names them):
 // its reply, or queue.ErrNotReplicated when it ran but the replicas did not
 // confirm it in time. While replicas are required, concurrent calls are
 // sent together (group commit, ackBatch): one pipelined round and one WAIT
 // for all the calls that came while the previous round was out, so the
 // wait for the replica costs a round trip per batch, not per call.
 func (s *Store) evalAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	if !s.acking() {
-		// Callers run the script themselves then, so that its span names
-		// them; this is for completeness.
-		return script.Run(ctx, s.rdb, keys, args...)
-	}
 	c := &ackCall{ctx: ctx, script: script, keys: keys, args: args, done: make(chan struct{})}
 	b := &s.acks
 	b.mu.Lock()
