@@ -59,6 +59,7 @@ var problems = httpserver.NewProblems(
 	httpserver.Is(order.ErrIdempotencyInProgress, problem.New(http.StatusConflict, problem.TypeIdempotencyInProgress,
 		"a request with this Idempotency-Key is still running").WithRetryAfter(time.Second)),
 	httpserver.Is(queue.ErrOverloaded, overloaded).Unavailable("overloaded"),
+	httpserver.Is(order.ErrAttemptFailed, unavailable).Unavailable("order attempt recorded failed before it committed"),
 	httpserver.Is(order.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
 	httpserver.Is(queue.ErrUnavailable, unavailable).Unavailable("dependency unavailable"),
 	httpserver.Is(context.DeadlineExceeded, unavailable).Unavailable("dependency unavailable"),

@@ -10,6 +10,14 @@ type Event interface {
 	// same fact twice (the handler and the reaper, two reapers) yields one
 	// event, and consumers drop the second.
 	EventID() string
+	// Attempt is the order attempt the event resolves: its order id (the
+	// one consume took the token with). An attempt has one resolution, a
+	// Created or a Failed, never both: the outbox holds one event per
+	// attempt, so a Failed recorded for an attempt whose order committed
+	// (the commit answered late) is refused with ErrOrderPlaced, and an
+	// order whose attempt was recorded failed first cannot commit
+	// (ErrAttemptFailed).
+	Attempt() string
 }
 
 // Created reports a committed order (OrderCreated).
@@ -19,6 +27,9 @@ type Created struct {
 
 // EventID is the order's id with ".created".
 func (e Created) EventID() string { return e.Order.ID + ".created" }
+
+// Attempt is the order's id.
+func (e Created) Attempt() string { return e.Order.ID }
 
 // Failed reports an attempt that consumed an entry token and placed no
 // order (OrderFailed): the admission-dispatcher gives the token back when
@@ -36,6 +47,9 @@ type Failed struct {
 
 // EventID names the attempt: its token and order ids.
 func (e Failed) EventID() string { return e.TokenID + ".failed." + e.OrderID }
+
+// Attempt is the attempt's order id.
+func (e Failed) Attempt() string { return e.OrderID }
 
 // FailureReason says why an attempt failed; whether the token comes back is
 // Failed.Restorable, the order path's policy, not the reason.

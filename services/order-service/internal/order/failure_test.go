@@ -13,8 +13,10 @@ import (
 
 // An attempt that consumed a token and placed no order is recorded as one
 // Failed event, with the reason and restorability the order path's policy
-// gives its cause; through the outbox, or straight to the broker when the
-// outbox is down; and the token is handed off to restoration either way.
+// gives its cause; through the outbox, or, when the outbox is down and the
+// cause says nothing was stored (sold out: the transaction refused it; no
+// connection: nothing was sent), straight to the broker; and the token is handed off to restoration
+// either way.
 func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -28,7 +30,8 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 		{"token used for an order", order.ErrDuplicateToken, false, order.ReasonInvalidRequest, false},
 		{"no such product", order.ErrProductNotFound, false, order.ReasonInvalidRequest, true},
 		{"timed out", fmt.Errorf("place order: %w", context.DeadlineExceeded), false, order.ReasonTimeout, true},
-		{"database down", order.ErrUnavailable, true, order.ReasonDatabaseError, true},
+		{"sold out, then the database went down", order.ErrSoldOut, true, order.ReasonSoldOut, false},
+		{"database unreachable", fmt.Errorf("%w (%w)", order.ErrUnavailable, order.ErrNothingStored), true, order.ReasonDatabaseError, true},
 		{"anything else", errors.New("disk full"), false, order.ReasonDatabaseError, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +62,61 @@ func TestFailedAttemptsRecordOneEvent(t *testing.T) {
 			}
 			if h := tokens.HandedOff(); len(h) != 1 || h[0] != "tok-1" || tokens.Calls("Settle") != 0 {
 				t.Fatalf("handed off %v, settled %d; want tok-1 handed off, nothing settled", h, tokens.Calls("Settle"))
+			}
+		})
+	}
+}
+
+// After an error that may hide a commit (the database went down, a
+// timeout) the outbox is the only place a failure may be recorded: it is
+// checked there against the attempt's order. With the outbox down too,
+// nothing is published and nothing handed off; the inflight lease stays
+// for the reaper, which records the attempt once the database answers.
+func TestAmbiguousFailureWithTheOutboxDownWaitsForTheReaper(t *testing.T) {
+	for _, cause := range []error{order.ErrUnavailable, fmt.Errorf("place order: %w", context.DeadlineExceeded), errors.New("conn closed")} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			tokens, repo, direct := tokensIn(t, queue.TokenValid), stocked(t), &memPublisher{}
+			repo.Fail("PlaceOrder", cause)
+			repo.Fail("AddEvent", order.ErrUnavailable)
+			svc := newService(t, tokens, repo, direct, order.Limits{})
+			_, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, Token: "secret"})
+			if !errors.Is(err, cause) {
+				t.Fatalf("Place: %v, want %v", err, cause)
+			}
+			if n, d, h := len(repo.Events()), len(direct.published), len(tokens.HandedOff()); n != 0 || d != 0 || h != 0 {
+				t.Fatalf("%d events in the outbox, %d published directly, %d handed off; want none (the reaper's)", n, d, h)
+			}
+			if a, c := repo.Calls("AddEvent"), tokens.Calls("Settle"); a != 1 || c != 0 {
+				t.Fatalf("AddEvent called %d times, Settle %d; want 1 and 0", a, c)
+			}
+		})
+	}
+}
+
+// An order whose COMMIT landed but whose answer did not (the transaction
+// reported a timeout or a dropped connection) is an order: the Failed the
+// error path tries to record is refused by the outbox (one resolution per
+// attempt), the token is settled, not handed back, and the buyer is
+// answered with the stored order.
+func TestCommitAnsweredLateIsAnOrder(t *testing.T) {
+	for _, cause := range []error{fmt.Errorf("place order: %w", context.DeadlineExceeded), fmt.Errorf("place order: %w", order.ErrUnavailable)} {
+		t.Run(cause.Error(), func(t *testing.T) {
+			tokens, repo := tokensIn(t, queue.TokenValid), stocked(t)
+			repo.AnswerLate("PlaceOrder", cause)
+			svc := newService(t, tokens, repo, &memPublisher{}, order.Limits{})
+			o, err := svc.Place(context.Background(), order.PlaceRequest{UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, Token: "secret"})
+			if err != nil || o.ID == "" || o.EntryTokenID != "tok-1" || o.Status != order.StatusCreated {
+				t.Fatalf("Place: %+v, %v; want the committed order", o, err)
+			}
+			events := repo.Events()
+			if len(events) != 1 {
+				t.Fatalf("%d events, want the one Created", len(events))
+			}
+			if c, ok := events[0].(order.Created); !ok || c.Order.ID != o.ID {
+				t.Fatalf("event %+v, want Created of %s", events[0], o.ID)
+			}
+			if s, h := tokens.Calls("Settle"), len(tokens.HandedOff()); s != 1 || h != 0 {
+				t.Fatalf("Settle %d, handed off %d; want the token settled once, never handed back", s, h)
 			}
 		})
 	}

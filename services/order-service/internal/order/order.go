@@ -29,6 +29,19 @@ var (
 	// ErrIdempotencyInProgress: a request with the same Idempotency-Key is
 	// still being processed.
 	ErrIdempotencyInProgress = errors.New("a request with this idempotency key is in progress")
+	// ErrAttemptFailed: the order's attempt was recorded as failed (by
+	// the reaper, or by a failure path that found no order) before its
+	// transaction could commit; nothing was stored. Its token is on its
+	// way back.
+	ErrAttemptFailed = errors.New("the order attempt was recorded as failed")
+	// ErrNothingStored marks a failed transaction the database is known
+	// not to have committed: it answered with an error, or nothing was
+	// sent (no connection). A timeout or a lost connection is not known:
+	// the COMMIT may have landed.
+	ErrNothingStored = errors.New("nothing was stored")
+	// ErrOrderPlaced: a Failed event was refused because its attempt's
+	// order committed (the commit's answer was lost or late).
+	ErrOrderPlaced = errors.New("the order attempt committed an order")
 )
 
 // Product is something sold through a queue.
@@ -69,6 +82,9 @@ type OutboxEvent struct {
 	Type       string
 	Payload    []byte
 	OccurredAt time.Time
+	// Attempt is the order attempt the event resolves (Event.Attempt):
+	// the outbox holds one event per attempt.
+	Attempt string
 	// TraceParent and TraceState are the W3C trace context the event was
 	// written in: its publish continues that trace. Empty when untraced.
 	TraceParent, TraceState string

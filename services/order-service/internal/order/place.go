@@ -132,18 +132,34 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
 		EntryTokenID: c.TokenID, Status: StatusCreated,
 	}, c.MaxOrders, func(o Order) Event { return Created{Order: o} })
+	switch {
+	case errors.Is(err, ErrAttemptFailed):
+		// Recorded failed by the reaper while this transaction was on its
+		// way (its lease ran out): the token is going back.
+	case err != nil && s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err):
+		// The error hid a commit (the outbox refused the OrderFailed: see
+		// Event.Attempt): the order stands.
+		s.settle(ctx, r, c.TokenID, orderID)
+		if o, err = s.repo.Order(context.WithoutCancel(ctx), orderID); err == nil {
+			s.health.finished(r.QueueID, time.Since(start), nil)
+			return o, nil
+		}
+	}
 	if err != nil {
-		s.failed(ctx, r.QueueID, r.UserID, c.TokenID, orderID, c.ExpiresAt, err)
 		s.health.finished(r.QueueID, time.Since(start), err)
 		return Order{}, err
 	}
-	// The order is committed; settling frees the slot. If Redis is down now
-	// the reaper settles when the lease runs out.
-	if _, serr := s.tokens.Settle(context.WithoutCancel(ctx), r.QueueID, r.UserID, c.TokenID, o.ID); serr != nil {
-		s.log.WarnContext(ctx, "settle after commit failed; the reaper will settle", "order", o.ID, "err", serr)
-	}
+	s.settle(ctx, r, c.TokenID, o.ID)
 	s.health.finished(r.QueueID, time.Since(start), nil)
 	return o, nil
+}
+
+// settle frees the slot of a committed order. If Redis is down now the
+// reaper settles when the lease runs out.
+func (s *Service) settle(ctx context.Context, r PlaceRequest, tokenID, orderID string) {
+	if _, err := s.tokens.Settle(context.WithoutCancel(ctx), r.QueueID, r.UserID, tokenID, orderID); err != nil {
+		s.log.WarnContext(ctx, "settle after commit failed; the reaper will settle", "order", orderID, "err", err)
+	}
 }
 
 // Order returns order id if it is user's. Someone else's order does not

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -14,7 +15,10 @@ type ReapResult struct {
 // Reap looks at every consumed token whose inflight lease has passed: an
 // order with that token id exists -> settle (the process died after commit);
 // none -> OrderFailed(ABANDONED, restorable) so the token comes back (it
-// died, or the client vanished, before commit). Idempotent and safe with
+// died, or the client vanished, before commit). A transaction still open
+// as the reaper looks cannot commit after it: the OrderFailed takes the
+// attempt (Event.Attempt), so the late commit fails, or, if the commit
+// wins, the OrderFailed is refused and the order is settled. Idempotent and safe with
 // several replicas: settle is idempotent, and the event id is the same one
 // the handler would have used, so a failure is recorded once.
 //
@@ -65,7 +69,16 @@ func (s *Service) reap(ctx context.Context, q string, t queue.InflightToken, res
 		return s.tokens.HandOff(ctx, q, t.UserID, t.TokenID)
 	}
 	ev := failed(q, t.UserID, t.TokenID, t.OrderID, ReasonAbandoned, true, t.ExpiresAt)
-	if _, err := s.repo.AddEvent(ctx, ev); err != nil {
+	if _, err := s.repo.AddEvent(ctx, ev); errors.Is(err, ErrOrderPlaced) {
+		// Its transaction committed between the look-up and now (the
+		// outbox holds one resolution per attempt): settle it.
+		if _, err := s.tokens.Settle(ctx, q, t.UserID, t.TokenID, t.OrderID); err != nil {
+			return err
+		}
+		res.Settled++
+		s.log.Info("reaper settled an order that committed as it looked", "queue", q, "order", t.OrderID, "token", t.TokenID)
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if err := s.tokens.HandOff(ctx, q, t.UserID, t.TokenID); err != nil {

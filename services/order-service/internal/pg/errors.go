@@ -45,7 +45,8 @@ func wrap(ctx context.Context, op string, err error) error {
 
 func isOrderErr(err error) bool {
 	for _, s := range []error{order.ErrSoldOut, order.ErrProductNotFound, order.ErrOrderNotFound,
-		order.ErrDuplicateToken, order.ErrUnavailable, order.ErrIdempotencyInProgress} {
+		order.ErrDuplicateToken, order.ErrUnavailable, order.ErrIdempotencyInProgress, order.ErrAttemptFailed, order.ErrOrderPlaced,
+		order.ErrOrderLimitReached} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -83,6 +84,16 @@ func unavailable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) ||
 		pgconn.Timeout(err) || pgconn.SafeToRetry(err)
+}
+
+// nothingStored reports whether a transaction that failed with err is
+// known not to have committed: the server answered a statement with an
+// error (the transaction is aborted, its COMMIT never succeeds), or the
+// failure came before anything was sent (no connection; pgconn.SafeToRetry).
+func nothingStored(err error) bool {
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	return errors.As(err, &pe) || errors.As(err, &ce) || pgconn.SafeToRetry(err)
 }
 
 // pgCode returns err's SQLSTATE and constraint name, "" when it has none.

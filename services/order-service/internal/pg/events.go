@@ -49,6 +49,6 @@ func Encode(e order.Event) (order.OutboxEvent, error) {
 	if err != nil {
 		return order.OutboxEvent{}, fmt.Errorf("pg: encode %s: %w", e.EventID(), err)
 	}
-	ob.EventID, ob.RoutingKey, ob.Type, ob.Payload = e.EventID(), key, events.TypeName(msg), b
+	ob.EventID, ob.Attempt, ob.RoutingKey, ob.Type, ob.Payload = e.EventID(), e.Attempt(), key, events.TypeName(msg), b
 	return ob, nil
 }

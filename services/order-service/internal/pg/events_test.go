@@ -83,6 +83,7 @@ func TestEncodeRefusesWhatIsNoEvent(t *testing.T) {
 type foreign struct{}
 
 func (foreign) EventID() string { return "foreign" }
+func (foreign) Attempt() string { return "" }
 
 func orderFailed(r waitingroomv1.OrderFailureReason, restorable bool) *waitingroomv1.OrderFailed {
 	return &waitingroomv1.OrderFailed{EventId: "tok-1.failed.o-1", OccurredAt: timestamppb.New(time.Date(2026, 5, 9, 12, 0, 0, 123_000_000, time.UTC)),

@@ -1,6 +1,7 @@
 package pg_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -83,5 +84,104 @@ func TestCanceledContextPassesThrough(t *testing.T) {
 	}
 	if got, _ := db.Product(context.Background(), "p"); got.Stock != 1 {
 		t.Fatalf("stock %d, want 1", got.Stock)
+	}
+}
+
+// isCommit matches a transaction's COMMIT (pgx sends it as a simple query).
+func isCommit(req []byte) bool {
+	return bytes.Contains(bytes.ToLower(req), []byte("commit"))
+}
+
+// TestLateCommitResolvesTheAttemptOnce: an order transaction whose COMMIT
+// reaches the database but whose answer does not come back in time (held
+// past TxTimeout), or whose COMMIT itself reaches the database late, after
+// the caller gave up. The caller then records the attempt failed
+// (AddEvent of its OrderFailed, from another connection): the outbox takes
+// one event per attempt, so exactly one of the two stands, and a committed
+// order is never also reported failed (which would give its token back
+// for a second order).
+func TestLateCommitResolvesTheAttemptOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fault func(p *testenv.Proxy, d time.Duration)
+	}{
+		{"answer held", func(p *testenv.Proxy, d time.Duration) { p.HoldNextReply(isCommit, d) }},
+		{"commit received late", func(p *testenv.Proxy, d time.Duration) { p.DelayRequests(isCommit, d, 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.PostgresURL(t)
+			raw := rawDB(t, dsn)
+			proxy := testenv.StartProxy(t, testenv.PostgresAddr(t, dsn))
+			o := testOptions(t)
+			o.TxTimeout = time.Second
+			late := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
+			db := open(t, dsn, testOptions(t)) // the failure path's, unhindered
+			ctx := context.Background()
+			p := mustUpsert(t, db, product("p", "q1", 10))
+
+			ord := newOrder(p, 1, 1)
+			ord.ID = "order-late"
+			tc.fault(proxy, 3*time.Second)
+			_, err := late.PlaceOrder(ctx, ord, 0, createdEvent)
+			if err == nil {
+				t.Fatalf("PlaceOrder answered in time; the fault did not strike (held %d, delayed %d)", proxy.Held(), proxy.Delayed())
+			}
+			t.Logf("PlaceOrder: %v", err)
+			failed := order.Failed{QueueID: "q1", UserID: ord.UserID, TokenID: ord.EntryTokenID, OrderID: ord.ID,
+				Reason: order.ReasonTimeout, Restorable: true, RemainingTTL: time.Minute, At: time.Now()}
+			added, aerr := db.AddEvent(ctx, failed)
+
+			orders := count(t, raw, `SELECT count(*) FROM orders WHERE id = 'order-late'`)
+			failures := count(t, raw, `SELECT count(*) FROM outbox WHERE type = 'waitingroom.v1.OrderFailed' AND attempt = 'order-late'`)
+			creates := count(t, raw, `SELECT count(*) FROM outbox WHERE type = 'waitingroom.v1.OrderCreated' AND attempt = 'order-late'`)
+			stock := count(t, raw, `SELECT stock FROM products WHERE id = 'p'`)
+			t.Logf("AddEvent: %v %v; orders %d, OrderCreated %d, OrderFailed %d, stock %d", added, aerr, orders, creates, failures, stock)
+			switch {
+			case orders == 1:
+				if !errors.Is(aerr, order.ErrOrderPlaced) || creates != 1 || failures != 0 || stock != 9 {
+					t.Fatalf("the order committed, and AddEvent %v %v, OrderCreated %d, OrderFailed %d, stock %d; want ErrOrderPlaced, 1, 0, 9",
+						added, aerr, creates, failures, stock)
+				}
+			case orders == 0:
+				if aerr != nil || !added || creates != 0 || failures != 1 || stock != 10 {
+					t.Fatalf("no order, and AddEvent %v %v, OrderCreated %d, OrderFailed %d, stock %d; want added, 0, 1, 10",
+						added, aerr, creates, failures, stock)
+				}
+			default:
+				t.Fatalf("%d orders with one id", orders)
+			}
+			// A late commit of this very attempt can no longer land: a
+			// second try of it resolves as the first did.
+			if _, err := db.PlaceOrder(ctx, ord, 0, createdEvent); err == nil {
+				t.Fatalf("the attempt ordered again")
+			}
+			if n := count(t, raw, `SELECT count(*) FROM outbox WHERE attempt = 'order-late'`); n != 1 {
+				t.Fatalf("%d events resolve the attempt, want 1", n)
+			}
+		})
+	}
+}
+
+// An order attempt recorded failed before its transaction reaches the
+// database (the reaper, after its lease ran out) does not commit: the
+// order is refused with ErrAttemptFailed and takes nothing.
+func TestAttemptRecordedFailedFirstDoesNotCommit(t *testing.T) {
+	t.Parallel()
+	db, raw, _ := newDB(t)
+	ctx := context.Background()
+	p := mustUpsert(t, db, product("p", "q1", 10))
+	ord := newOrder(p, 1, 1)
+	ord.ID = "order-reaped"
+	if added, err := db.AddEvent(ctx, order.Failed{QueueID: "q1", UserID: ord.UserID, TokenID: ord.EntryTokenID, OrderID: ord.ID,
+		Reason: order.ReasonAbandoned, Restorable: true, RemainingTTL: time.Minute, At: time.Now()}); err != nil || !added {
+		t.Fatalf("AddEvent: %v %v", added, err)
+	}
+	if _, err := db.PlaceOrder(ctx, ord, 0, createdEvent); !errors.Is(err, order.ErrAttemptFailed) {
+		t.Fatalf("PlaceOrder of the reaped attempt: %v, want ErrAttemptFailed", err)
+	}
+	if n, s := count(t, raw, `SELECT count(*) FROM orders`), count(t, raw, `SELECT stock FROM products WHERE id = 'p'`); n != 0 || s != 10 {
+		t.Fatalf("%d orders, stock %d; want 0 and 10", n, s)
 	}
 }

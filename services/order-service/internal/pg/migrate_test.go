@@ -35,7 +35,7 @@ func appliedVersions(t *testing.T, raw *sql.DB) []int64 {
 
 func checkSchema(t *testing.T, raw *sql.DB) {
 	t.Helper()
-	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5}; !slices.Equal(got, want) {
+	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
 		t.Fatalf("applied versions %v, want %v (each once)", got, want)
 	}
 	n := count(t, raw, `SELECT count(*) FROM information_schema.tables
@@ -43,11 +43,12 @@ func checkSchema(t *testing.T, raw *sql.DB) {
 	if n != 4 {
 		t.Fatalf("%d of the 4 tables exist", n)
 	}
-	// The retention indexes, built concurrently, must have come out valid.
+	// The indexes built concurrently (retention, one resolution per
+	// attempt) must have come out valid.
 	n = count(t, raw, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-		WHERE c.relname IN ('outbox_sent_at_idx', 'idempotency_created_at_idx') AND i.indisvalid`)
-	if n != 2 {
-		t.Fatalf("%d of the 2 retention indexes exist and are valid", n)
+		WHERE c.relname IN ('outbox_sent_at_idx', 'idempotency_created_at_idx', 'outbox_attempt_key') AND i.indisvalid`)
+	if n != 3 {
+		t.Fatalf("%d of the 3 indexes built concurrently exist and are valid", n)
 	}
 }
 

@@ -21,7 +21,12 @@ import (
 // Errors wrap order.ErrSoldOut (not enough stock), order.ErrOrderLimitReached
 // (the person has maxOrders orders in the queue already), order.ErrProductNotFound
 // (no such product in this queue), order.ErrDuplicateToken (an order exists
-// for o.EntryTokenID) or order.ErrUnavailable.
+// for o.EntryTokenID), order.ErrAttemptFailed (an OrderFailed for the
+// attempt o.ID is in the outbox: see Event.Attempt) or order.ErrUnavailable.
+// A failure the database is known not to have committed (it answered with
+// an error, or nothing was sent) also wraps order.ErrNothingStored; after
+// any other (a timeout, a connection lost with the COMMIT out) the order
+// may have committed.
 func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, event func(order.Order) order.Event) (order.Order, error) {
 	if o.Quantity <= 0 {
 		// Checked here, not only by the orders CHECK: the stock UPDATE runs
@@ -73,9 +78,21 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 		if err != nil {
 			return err
 		}
-		return insertEvent(tx, e)
+		if err := insertEvent(tx, e); err != nil {
+			if attemptTaken(err) {
+				// The attempt was recorded failed while this transaction
+				// was on its way: the token is going back, so nothing of
+				// the order may stay.
+				return fmt.Errorf("%w: order %s", order.ErrAttemptFailed, row.ID)
+			}
+			return err
+		}
+		return nil
 	})
 	if err != nil {
+		if nothingStored(err) {
+			return order.Order{}, fmt.Errorf("%w (%w)", wrap(ctx, "place order", err), order.ErrNothingStored)
+		}
 		return order.Order{}, wrap(ctx, "place order", err)
 	}
 	return stored, nil

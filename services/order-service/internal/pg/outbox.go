@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"fmt"
 
 	"gorm.io/gorm"
 
@@ -13,9 +14,25 @@ import (
 // transaction's ctx (the request's).
 func insertEvent(tx *gorm.DB, e order.OutboxEvent) error {
 	tp, ts := telemetry.Context(tx.Statement.Context)
-	return tx.Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at, traceparent, tracestate)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts).Error
+	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts).Error
+}
+
+// attempt is the outbox's attempt column: NULL for an event that resolves
+// no attempt.
+func attempt(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
+}
+
+// attemptTaken reports whether err is the outbox refusing a second event
+// for one order attempt (outbox_attempt_key).
+func attemptTaken(err error) bool {
+	code, constraint := pgCode(err)
+	return code == codeUniqueViolation && constraint == "outbox_attempt_key"
 }
 
 // payload keeps an empty body non-NULL (the column is NOT NULL).
@@ -29,7 +46,9 @@ func payload(b []byte) []byte {
 // AddEvent writes an event to the outbox on its own (for example
 // OrderFailed(ABANDONED) for an expired lease), encoded by Encode. inserted
 // is false when an event with that id is already there: callers may retry
-// freely.
+// freely. An OrderFailed whose attempt committed its order is refused with
+// order.ErrOrderPlaced; while that order's transaction is still open, the
+// insert waits for it (the attempt's unique index), up to TxTimeout.
 func (d *DB) AddEvent(ctx context.Context, ev order.Event) (bool, error) {
 	e, err := Encode(ev)
 	if err != nil {
@@ -38,9 +57,12 @@ func (d *DB) AddEvent(ctx context.Context, ev order.Event) (bool, error) {
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	tp, ts := telemetry.Context(ctx)
-	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, routing_key, type, payload, occurred_at, traceparent, tracestate)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
-		e.EventID, e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts)
+	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts)
+	if attemptTaken(res.Error) {
+		return false, fmt.Errorf("pg: add event %s: %w", e.EventID, order.ErrOrderPlaced)
+	}
 	if res.Error != nil {
 		return false, wrap(ctx, "add event", res.Error)
 	}

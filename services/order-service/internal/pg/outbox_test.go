@@ -15,9 +15,9 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
 
-// event is an OrderFailed for token id; its event id is id + ".failed.o".
+// event is an OrderFailed for token id, attempt "o-" + id; its event id is id + ".failed.o-" + id.
 func event(id string) order.Failed {
-	return order.Failed{QueueID: "q1", UserID: "u1", TokenID: id, OrderID: "o", Reason: order.ReasonDatabaseError,
+	return order.Failed{QueueID: "q1", UserID: "u1", TokenID: id, OrderID: "o-" + id, Reason: order.ReasonDatabaseError,
 		Restorable: true, RemainingTTL: time.Minute, At: time.Now()}
 }
 
@@ -147,7 +147,7 @@ func TestRelayBatchFailingPublishLeavesRowsUnsent(t *testing.T) {
 	for i, e := range got {
 		m := decodeFailed(t, e)
 		if e.RoutingKey != "order.failed" || e.Type != "waitingroom.v1.OrderFailed" || e.OccurredAt.IsZero() ||
-			m.GetEventId() != e.EventID || e.EventID != m.GetTokenId()+".failed.o" || m.GetRemainingTtlMs() != 60_000 {
+			m.GetEventId() != e.EventID || e.EventID != m.GetTokenId()+".failed.o-"+m.GetTokenId() || m.GetRemainingTtlMs() != 60_000 {
 			t.Errorf("event %d: %+v, payload %v", i, e, m)
 		}
 	}
@@ -174,7 +174,7 @@ func TestAddEventDuplicate(t *testing.T) {
 		t.Fatalf("second AddEvent = %v, %v; want false, nil", ok, err)
 	}
 	var first order.OutboxEvent
-	if err := raw.QueryRow(`SELECT event_id, payload FROM outbox WHERE event_id = 'dup.failed.o'`).Scan(&first.EventID, &first.Payload); err != nil {
+	if err := raw.QueryRow(`SELECT event_id, payload FROM outbox WHERE event_id = 'dup.failed.o-dup'`).Scan(&first.EventID, &first.Payload); err != nil {
 		t.Fatal(err)
 	}
 	if m := decodeFailed(t, first); m.GetRemainingTtlMs() != 60_000 {

@@ -14,7 +14,7 @@ import (
 // RunOrdersContract states what the order path relies on from order.Orders:
 // an order takes its product's stock or fails whole (sold out, no such
 // product, its entry token or Idempotency-Key used), its event is stored
-// with it, and the outbox keeps one event per id.
+// with it, and the outbox keeps one event per id and one per attempt.
 func RunOrdersContract(t *testing.T, newRepo NewRepoFunc) {
 	runRepoCases(t, newRepo, []repoCase{
 		{"PlaceOrderTakesStockAndStoresOrderAndEvent", placeTakesStock},
@@ -24,6 +24,7 @@ func RunOrdersContract(t *testing.T, newRepo NewRepoFunc) {
 		{"AnIdempotencyKeyOrdersOncePerUser", duplicateKey},
 		{"QuantityBelowOneIsRefused", quantityBelowOne},
 		{"AddEventKeepsOneEventPerID", addEventOnce},
+		{"AnAttemptHasOneResolution", oneResolution},
 		{"UnknownOrdersAreNotFound", unknownOrders},
 		{"ConcurrentOrdersNeverOversell", concurrentOrders},
 		{"OrderLimitCountsThePersonsOrdersInTheQueue", orderLimit},
@@ -255,6 +256,54 @@ func addEventOnce(t *testing.T, r order.Repo) {
 		if err != nil || added != step.want {
 			t.Fatalf("%s: added %v %v, want %v", step.name, added, err, step.want)
 		}
+	}
+}
+
+// oneResolution: an order attempt (its order id) is resolved once. An
+// OrderFailed for an attempt whose order committed is refused with
+// ErrOrderPlaced (the commit's answer was lost: the token must not come
+// back); an order whose attempt was recorded failed first does not commit
+// (ErrAttemptFailed), and leaves the stock as it was.
+func oneResolution(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 5)
+	failedFor := func(o order.Order) order.Failed {
+		return order.Failed{QueueID: o.QueueID, UserID: o.UserID, TokenID: o.EntryTokenID, OrderID: o.ID,
+			Reason: order.ReasonTimeout, Restorable: true, RemainingTTL: time.Minute, At: time.Now().UTC()}
+	}
+
+	placed := attempt("sale", "sku-1", "alice", "tok-1", 1)
+	placed.ID = "order-1"
+	if _, err := r.PlaceOrder(ctx, placed, 0, created); err != nil {
+		t.Fatal(err)
+	}
+	if added, err := r.AddEvent(ctx, failedFor(placed)); !errors.Is(err, order.ErrOrderPlaced) || added {
+		t.Fatalf("OrderFailed for a committed attempt: added %v, %v; want ErrOrderPlaced", added, err)
+	}
+
+	late := attempt("sale", "sku-1", "bob", "tok-2", 1)
+	late.ID = "order-2"
+	if added, err := r.AddEvent(ctx, failedFor(late)); err != nil || !added {
+		t.Fatalf("OrderFailed first: added %v, %v", added, err)
+	}
+	if o, err := r.PlaceOrder(ctx, late, 0, created); !errors.Is(err, order.ErrAttemptFailed) || o.ID != "" {
+		t.Fatalf("order of an attempt recorded failed: %+v, %v; want ErrAttemptFailed", o, err)
+	}
+	if _, err := r.Order(ctx, "order-2"); !errors.Is(err, order.ErrOrderNotFound) {
+		t.Fatalf("order-2 after its refused commit: %v, want ErrOrderNotFound", err)
+	}
+	if n := stockOf(t, r, "sale", "sku-1"); n != 4 {
+		t.Fatalf("stock %d, want 4 (one order)", n)
+	}
+	// The token of the refused attempt orders under a new attempt (its
+	// restore gave it back).
+	again := late
+	again.ID = "order-3"
+	if _, err := r.PlaceOrder(ctx, again, 0, created); err != nil {
+		t.Fatalf("the restored token's next attempt: %v", err)
+	}
+	if n := stockOf(t, r, "sale", "sku-1"); n != 3 {
+		t.Fatalf("stock %d, want 3 (two orders)", n)
 	}
 }
 

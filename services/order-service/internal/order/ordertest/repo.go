@@ -21,9 +21,10 @@ const claimLease = time.Minute
 // Repo is order.Repo (Orders, Catalog and Answers) in memory, with the
 // rules of the pg adapter (see RunOrdersContract, RunCatalogContract and
 // RunAnswersContract): products must be put before they are ordered, an
-// order takes their stock, the outbox drops an event id it has. For unit
-// tests it counts the calls of each method (Calls), keeps the outbox's
-// events (Events) and fails a method on demand (Fail).
+// order takes their stock, the outbox drops an event id it has and holds
+// one event per order attempt. For unit tests it counts the calls of each
+// method (Calls), keeps the outbox's events (Events) and fails a method on
+// demand, before it changes anything (Fail) or after (AnswerLate).
 type Repo struct {
 	mu       sync.Mutex
 	products map[string]order.Product // by id: ids are unique across queues
@@ -32,6 +33,7 @@ type Repo struct {
 	answers  map[answerKey]answer
 	calls    map[string]int
 	fail     map[string]error
+	late     map[string]error
 }
 
 type answerKey struct{ user, key string }
@@ -44,7 +46,7 @@ type answer struct {
 // NewRepo returns an empty Repo.
 func NewRepo() *Repo {
 	return &Repo{products: map[string]order.Product{}, orders: map[string]order.Order{},
-		answers: map[answerKey]answer{}, calls: map[string]int{}, fail: map[string]error{}}
+		answers: map[answerKey]answer{}, calls: map[string]int{}, fail: map[string]error{}, late: map[string]error{}}
 }
 
 // Fail makes every later call of method (for example "PlaceOrder") fail
@@ -53,6 +55,16 @@ func (r *Repo) Fail(method string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fail[method] = err
+}
+
+// AnswerLate makes every later call of method do its work and then fail
+// with err, as a call whose answer was lost or came after its caller gave
+// up (a COMMIT that landed while the client timed out); a nil err ends
+// that.
+func (r *Repo) AnswerLate(method string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.late[method] = err
 }
 
 // Calls is how often method was called.
@@ -150,12 +162,27 @@ func (r *Repo) PlaceOrder(_ context.Context, o order.Order, maxOrders int64, eve
 	if r.hasEvent(e.EventID()) {
 		return order.Order{}, fmt.Errorf("ordertest: place order: event %s exists", e.EventID())
 	}
+	if r.attemptTaken(e) {
+		return order.Order{}, fmt.Errorf("place order: %w: order %s", order.ErrAttemptFailed, o.ID)
+	}
 	p.Stock -= o.Quantity
 	p.UpdatedAt = o.CreatedAt
 	r.products[p.ID] = p
 	r.orders[o.ID] = o
 	r.outbox = append(r.outbox, e)
+	if err := r.late["PlaceOrder"]; err != nil {
+		return order.Order{}, err
+	}
 	return o, nil
+}
+
+// attemptTaken reports whether the outbox resolves e's attempt with
+// another event already (one event per attempt, as pg's
+// outbox_attempt_key); the caller holds mu.
+func (r *Repo) attemptTaken(e order.Event) bool {
+	return e.Attempt() != "" && slices.ContainsFunc(r.outbox, func(have order.Event) bool {
+		return have.Attempt() == e.Attempt() && have.EventID() != e.EventID()
+	})
 }
 
 // encodable refuses what the pg adapter cannot encode; the caller holds mu.
@@ -187,6 +214,9 @@ func (r *Repo) AddEvent(_ context.Context, e order.Event) (bool, error) {
 	}
 	if r.hasEvent(e.EventID()) {
 		return false, nil
+	}
+	if r.attemptTaken(e) {
+		return false, fmt.Errorf("add event %s: %w", e.EventID(), order.ErrOrderPlaced)
 	}
 	r.outbox = append(r.outbox, e)
 	return true, nil
