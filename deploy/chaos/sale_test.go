@@ -227,12 +227,17 @@ func (s *sale) run(ctx context.Context, perSec int) func() {
 }
 
 // epochs samples the queue's leader epoch through rdb every 50 ms until
-// stop, and counts the samples lower than one before.
+// stop, and counts the samples lower than one before. A sample counts
+// only from a primary that stands behind it: once the primaries sampled
+// have had replicas, one with none connected (isolated from them, or
+// resyncing after a failover) is skipped, for what it says is not
+// acknowledged (its grants are not led: see "Replicas and failover").
 type epochs struct {
-	mu      sync.Mutex
-	seen    []int64
-	back    int
-	samples int
+	mu         sync.Mutex
+	seen       []int64
+	back       int
+	samples    int
+	replicated bool
 }
 
 func (e *epochs) sample(ctx context.Context, rdb redis.UniversalClient, q string, stop <-chan struct{}) {
@@ -244,12 +249,17 @@ func (e *epochs) sample(ctx context.Context, rdb redis.UniversalClient, q string
 		case <-time.After(50 * time.Millisecond):
 		}
 		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		v, err := rdb.HGet(cctx, k, "epoch").Int64()
+		v, replicas, err := epochOn(cctx, rdb, k)
 		cancel()
 		if err != nil {
 			continue
 		}
 		e.mu.Lock()
+		e.replicated = e.replicated || replicas > 0
+		if e.replicated && replicas == 0 {
+			e.mu.Unlock()
+			continue
+		}
 		e.samples++
 		if n := len(e.seen); n > 0 && v < e.seen[n-1] {
 			e.back++
@@ -259,6 +269,38 @@ func (e *epochs) sample(ctx context.Context, rdb redis.UniversalClient, q string
 		}
 		e.mu.Unlock()
 	}
+}
+
+// epochOn reads key's epoch and ROLE on the primary of its slot in one
+// round: the epoch and how many replicas that primary has connected (an
+// error when the node answering is not a primary).
+func epochOn(ctx context.Context, rdb redis.UniversalClient, key string) (int64, int, error) {
+	var node redis.Cmdable = rdb
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return 0, 0, err
+		}
+		node = m
+	}
+	var ep *redis.StringCmd
+	var role *redis.Cmd
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ep, role = p.HGet(ctx, key, "epoch"), p.Do(ctx, "ROLE")
+		return nil
+	}); err != nil {
+		return 0, 0, err
+	}
+	v, err := ep.Int64()
+	if err != nil {
+		return 0, 0, err
+	}
+	r, err := role.Slice()
+	if err != nil || len(r) < 3 || r[0] != "master" {
+		return 0, 0, fmt.Errorf("not a primary: %v %v", r, err)
+	}
+	replicas, _ := r[2].([]any)
+	return v, len(replicas), nil
 }
 
 // outcome is what a sale drill reports.
@@ -441,8 +483,15 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	go e.sample(ctx, rdb, r.q, stop)
 	wait := s.run(ctx, enterPerSec)
 
-	if !eventually(time.Minute, func() bool { return len(l.distinct(events.RoutingKeyTokenIssued)) >= n/4 }) {
-		t.Fatalf("a quarter not admitted within a minute: %d", len(l.distinct(events.RoutingKeyTokenIssued)))
+	// A quarter admitted, as Redis counts them: the listener may run
+	// seconds behind on a loaded machine, and the fault must strike while
+	// people still wait.
+	issued := func() int {
+		v, _ := rdb.HGet(ctx, redisstore.KeysFor(r.q).Dispatch(), redisstore.DispatchFieldIssuedTotal).Int()
+		return v
+	}
+	if !eventually(time.Minute, func() bool { return issued() >= n/4 }) {
+		t.Fatalf("a quarter not admitted within a minute: %d", issued())
 	}
 	faultAt := fault(ctx)
 	wait()

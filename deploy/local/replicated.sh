@@ -4,13 +4,15 @@
 # Redis Cluster with replicas and a 3-node RabbitMQ cluster. Nothing here
 # touches the machine's own servers (6379, 5672, epmd 4369).
 #
-#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA]]]]
+#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA [FRONT]]]]]
 #       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
 #       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
 #       and SENTINELS are comma lists of ports (default two replicas, three
 #       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
 #       primary), points a replica at a proxy in between, to make it lag or
-#       cut it off.
+#       cut it off. FRONT, HOST:PORT (empty: the primary), is where the
+#       sentinels watch the primary, and so where its clients reach it: a
+#       proxy in front of it, to isolate it from the sentinels alone.
 #   replicated.sh redis-cluster up DIR [PORTS [REPLICAS [ANNOUNCE]]]
 #       a Redis Cluster: PORTS a comma list (default 26410-26415), the first
 #       third (or half, ...) masters, REPLICAS replicas each (default 1);
@@ -87,7 +89,8 @@ redis_node() {
 
 sentinel_up() {
   need redis-server redis-server
-  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}"
+  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}" front="${5:-}"
+  [ -n "$front" ] || front="127.0.0.1:$primary"
   local rs ss vs
   IFS=, read -r -a rs <<<"$replicas"
   IFS=, read -r -a ss <<<"$sentinels"
@@ -110,7 +113,7 @@ daemonize yes
 pidfile $dir/sentinel-$s.pid
 logfile $dir/sentinel-$s.log
 dir $dir
-sentinel monitor wr 127.0.0.1 $primary 2
+sentinel monitor wr ${front%:*} ${front##*:} 2
 sentinel down-after-milliseconds wr 1000
 sentinel failover-timeout wr 5000
 sentinel parallel-syncs wr 1

@@ -136,3 +136,47 @@ func TestProxyClientThatGaveUpOnAHeldReplyRetriesUnheld(t *testing.T) {
 		t.Fatalf("Held() = %d, want 1", p.Held())
 	}
 }
+
+// Isolate closes the pairs whose client said the matching thing (now, and
+// a new one as soon as it says it), and leaves the others alone; Restore
+// ends it.
+func TestProxyIsolateCutsOnlyTheMatchingClients(t *testing.T) {
+	t.Parallel()
+	p := StartProxy(t, startEcho(t))
+	sentinel := dialEcho(t, p.Addr())
+	rs := bufio.NewReader(sentinel)
+	client := dialEcho(t, p.Addr())
+	rc := bufio.NewReader(client)
+	if got, _ := roundTrip(t, sentinel, rs, "CLIENT SETNAME sentinel-1-cmd"); got != "CLIENT SETNAME sentinel-1-cmd" {
+		t.Fatalf("before: %q", got)
+	}
+	if got, _ := roundTrip(t, client, rc, "SET k v"); got != "SET k v" {
+		t.Fatalf("before: %q", got)
+	}
+
+	p.Isolate(func(req []byte) bool { return strings.Contains(string(req), "sentinel-") })
+	if err := closedByPeer(sentinel); err != nil {
+		t.Fatalf("the matching pair after Isolate: %v, want it closed", err)
+	}
+	if got, _ := roundTrip(t, client, rc, "GET k"); got != "GET k" {
+		t.Fatalf("the other pair after Isolate: %q, want it passing", got)
+	}
+	// A new matching client is closed once it says so; a new other one passes.
+	again := dialEcho(t, p.Addr())
+	if _, err := io.WriteString(again, "CLIENT SETNAME sentinel-1-cmd\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := closedByPeer(again); err != nil {
+		t.Fatalf("a new matching pair: %v, want it closed", err)
+	}
+	other := dialEcho(t, p.Addr())
+	if got, _ := roundTrip(t, other, bufio.NewReader(other), "PING"); got != "PING" {
+		t.Fatalf("a new other pair: %q", got)
+	}
+
+	p.Restore()
+	back := dialEcho(t, p.Addr())
+	if got, _ := roundTrip(t, back, bufio.NewReader(back), "CLIENT SETNAME sentinel-1-cmd"); got != "CLIENT SETNAME sentinel-1-cmd" {
+		t.Fatalf("after Restore: %q, want it passing", got)
+	}
+}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -34,6 +35,26 @@ type SentinelSet struct {
 	// when asked for: delay one to make its replica lag, cut it to cut the
 	// replica off.
 	Links []*Proxy
+	// Front, when asked for (StartFrontedSentinelSet), is the proxy in
+	// front of the primary: the sentinels watch it there, the replicas
+	// replicate through it and the clients reach it through it (the
+	// sentinels name the front's port as the primary's).
+	Front *Proxy
+}
+
+// StartFrontedSentinelSet is StartSentinelSet with a Front: isolate the
+// primary from its sentinels and replicas (Front.Isolate with
+// SentinelOrReplica) while its clients still reach it.
+func StartFrontedSentinelSet(t testing.TB, replicas int) *SentinelSet {
+	t.Helper()
+	return startSentinelSet(t, replicas, false, true)
+}
+
+// SentinelOrReplica matches the requests of a Redis Sentinel's connections
+// (it names them "sentinel-...") and of a replica's (PSYNC): for
+// Proxy.Isolate.
+func SentinelOrReplica(requests []byte) bool {
+	return bytes.Contains(requests, []byte("sentinel-")) || bytes.Contains(requests, []byte("PSYNC"))
 }
 
 // StartSentinelSet starts a SentinelSet of replicas replicas; with linked,
@@ -41,20 +62,35 @@ type SentinelSet struct {
 // (SentinelSet.Links).
 func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
 	t.Helper()
+	return startSentinelSet(t, replicas, linked, false)
+}
+
+func startSentinelSet(t testing.TB, replicas int, linked, fronted bool) *SentinelSet {
+	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("the failover tests run their own redis-server and sentinels, which are not installed: apt-get install -y redis-server (%v)", err)
 	}
-	s := &SentinelSet{t: t, dir: t.TempDir()}
+	s := &SentinelSet{t: t, dir: logDir(t, "sentinel")}
 	s.Primary = FreePort(t)
+	front := ""
+	if fronted {
+		s.Front = StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
+		front = s.Front.Addr()
+	}
 	var rs, ss, via []string
 	for range replicas {
 		p := FreePort(t)
 		s.Replicas = append(s.Replicas, p)
 		rs = append(rs, strconv.Itoa(p))
-		if linked {
+		switch {
+		case linked:
 			l := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
 			s.Links = append(s.Links, l)
 			via = append(via, l.Addr())
+		case fronted:
+			// Through the front, as the sentinels would have them
+			// (they set a replica of another address right).
+			via = append(via, front)
 		}
 	}
 	for range 3 {
@@ -64,7 +100,7 @@ func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
 	}
 	t.Cleanup(s.down)
 	out := runReplicated(t, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
-		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","))
+		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","), front)
 	s.URL = envLine(t, out, "REDIS_URL")
 	return s
 }
@@ -270,4 +306,16 @@ func (c *ReplicatedCluster) MasterOf(ctx context.Context, ask int, key string) i
 		}
 	}
 	return 0
+}
+
+// logDir is a directory for a test's servers' files: under TESTENV_LOG_DIR,
+// kept after the test for a post-mortem, when that is set; else the
+// test's own temporary directory.
+func logDir(t testing.TB, name string) string {
+	if root := os.Getenv("TESTENV_LOG_DIR"); root != "" {
+		if d, err := os.MkdirTemp(root, name+"-*"); err == nil {
+			return d
+		}
+	}
+	return t.TempDir()
 }

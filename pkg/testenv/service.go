@@ -89,13 +89,8 @@ func startService(t testing.TB, name string, o ServiceOptions) *Service {
 	if opsPort == 0 {
 		opsPort = FreePort(t)
 	}
-	// TESTENV_LOG_DIR keeps the services' logs after the test (for a
-	// failed drill's post-mortem); by default they go with the test.
-	dir := os.Getenv("TESTENV_LOG_DIR")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	logf, err := os.CreateTemp(dir, fmt.Sprintf("%s-%d-*.log", name, port))
+	// Under TESTENV_LOG_DIR the log outlives the test (logDir).
+	logf, err := os.CreateTemp(logDir(t, name), fmt.Sprintf("%s-%d-*.log", name, port))
 	if err != nil {
 		t.Fatal(err)
 	}

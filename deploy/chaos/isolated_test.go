@@ -1,0 +1,85 @@
+package chaos
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// TestOldPrimaryIsolatedWhileItsClientsStillReachIt: issue 27,
+// partitions. The Redis primary is cut off from its sentinels and its
+// replicas (a proxy in front of it closes their connections and every new
+// one, testenv.SentinelOrReplica) while the services' connections to it
+// pass: a split brain. The sentinels promote a replica; until the services
+// learn of it they still change the old primary, which has no replica to
+// confirm anything, so nothing it does is acknowledged (503, no event
+// published). 3 s after the promotion the old primary is reachable again
+// and the sentinels make it a replica of the new one, discarding what it
+// did alone. During the sale of 2,000 (make test: 600), two dispatchers,
+// every admitted person ordering: the same counts as the failover drills,
+// all 0, and admission again within 5 s of the cut, set by the sentinels'
+// down-after (1 s) and election.
+func TestOldPrimaryIsolatedWhileItsClientsStillReachIt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	set := testenv.StartFrontedSentinelSet(t, 2)
+	r.redisURL = set.URL
+	_, p, _ := net.SplitHostPort(set.Front.Addr())
+	front, _ := strconv.Atoi(p)
+	old := set.Node(set.Primary)
+	failoverSale(t, r, "old-primary-isolated", testenv.StoreAt(t, set.URL).Client(), pick(100, 40), 80,
+		func(ctx context.Context) time.Time {
+			if m := set.Master(ctx); m != front {
+				t.Fatalf("the sentinels name port %d the primary before the fault, want the front %d (primary %d, replicas %v): a failover without one",
+					m, front, set.Primary, set.Replicas)
+			}
+			before := replOffset(ctx, old)
+			faultAt := time.Now()
+			set.Front.Isolate(testenv.SentinelOrReplica)
+			promoted := eventually(30*time.Second, func() bool { m := set.Master(ctx); return m != 0 && m != front })
+			t.Logf("promoted=%v (port %d) %s after the isolation", promoted, set.Master(ctx), time.Since(faultAt).Round(time.Millisecond))
+			if !promoted {
+				t.Fatalf("no replica was promoted while the primary was isolated")
+			}
+			// The old primary took its clients' changes all along: it is
+			// still a primary, and changed since the cut.
+			time.Sleep(3 * time.Second)
+			role, after := old.Do(ctx, "ROLE").String(), replOffset(ctx, old)
+			t.Logf("the isolated primary: %s, replication offset %d at the cut, %d now", role, before, after)
+			if !strings.Contains(role, "master") || after <= before {
+				t.Errorf("the isolated primary: %s, offset %d -> %d; want a master its clients kept changing (the split brain)", role, before, after)
+			}
+			set.Front.Restore()
+			rejoined := eventually(30*time.Second, func() bool {
+				return strings.Contains(old.Do(ctx, "ROLE").String(), "slave")
+			})
+			t.Logf("the old primary is a replica again=%v, %s after the isolation", rejoined, time.Since(faultAt).Round(time.Millisecond))
+			if !rejoined {
+				t.Errorf("the old primary did not become a replica of the new one within 30 s")
+			}
+			return faultAt
+		})
+}
+
+// replOffset is a Redis node's master_repl_offset (-1 when it does not
+// answer): it grows with every change the node makes.
+func replOffset(ctx context.Context, c *redis.Client) int64 {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "master_repl_offset:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return -1
+}
