@@ -63,6 +63,12 @@ type rig struct {
 	ver                      *auth.Verifier
 	// redisEnv is added to every service's environment (REDIS_WAIT_*).
 	redisEnv map[string]string
+	// gatewayEnv is added to the sale's gateway's environment last (a
+	// REDIS_URL of its own).
+	gatewayEnv map[string]string
+	// onGateway, when set, is told the sale's gateway URL once its queue
+	// exists, before anyone enters.
+	onGateway func(url string)
 }
 
 func newRig(t *testing.T) *rig {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,8 +14,9 @@ import (
 
 // TestOldPrimaryIsolatedWhileItsClientsStillReachIt: issue 27,
 // partitions. The Redis primary is cut off from its sentinels and its
-// replicas (a proxy in front of it closes their connections and every new
-// one, testenv.SentinelOrReplica) while the services' connections to it
+// replicas (its door shut to them alone, their connections closed and every new
+// one: testenv.SentinelSet.Isolate, which turns off the users they log in
+// as and closes their connections) while the services' connections to it
 // pass: a split brain. The sentinels promote a replica; until the services
 // learn of it they still change the old primary, which has no replica to
 // confirm anything, so nothing it does is acknowledged (503, no event
@@ -29,21 +29,21 @@ import (
 func TestOldPrimaryIsolatedWhileItsClientsStillReachIt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	set := testenv.StartFrontedSentinelSet(t, 2)
+	set := testenv.StartSentinelSetWith(t, testenv.SentinelOptions{Replicas: 2, Doors: true})
 	r.redisURL = set.URL
-	_, p, _ := net.SplitHostPort(set.Front.Addr())
-	front, _ := strconv.Atoi(p)
 	old := set.Node(set.Primary)
 	failoverSale(t, r, "old-primary-isolated", testenv.StoreAt(t, set.URL).Client(), pick(100, 40), 80,
 		func(ctx context.Context) time.Time {
-			if m := set.Master(ctx); m != front {
-				t.Fatalf("the sentinels name port %d the primary before the fault, want the front %d (primary %d, replicas %v): a failover without one",
-					m, front, set.Primary, set.Replicas)
+			if m := set.Master(ctx); m != set.Primary {
+				t.Fatalf("the sentinels name port %d the primary before the fault, want %d (replicas %v): a failover without one",
+					m, set.Primary, set.Replicas)
 			}
 			before := replOffset(ctx, old)
 			faultAt := time.Now()
-			set.Front.Isolate(testenv.SentinelOrReplica)
-			promoted := eventually(30*time.Second, func() bool { m := set.Master(ctx); return m != 0 && m != front })
+			if err := set.Isolate(ctx, set.Primary); err != nil {
+				t.Fatal(err)
+			}
+			promoted := eventually(30*time.Second, func() bool { m := set.Master(ctx); return m != 0 && m != set.Primary })
 			t.Logf("promoted=%v (port %d) %s after the isolation", promoted, set.Master(ctx), time.Since(faultAt).Round(time.Millisecond))
 			if !promoted {
 				t.Fatalf("no replica was promoted while the primary was isolated")
@@ -56,7 +56,9 @@ func TestOldPrimaryIsolatedWhileItsClientsStillReachIt(t *testing.T) {
 			if !strings.Contains(role, "master") || after <= before {
 				t.Errorf("the isolated primary: %s, offset %d -> %d; want a master its clients kept changing (the split brain)", role, before, after)
 			}
-			set.Front.Restore()
+			if err := set.Rejoin(ctx, set.Primary); err != nil {
+				t.Fatal(err)
+			}
 			rejoined := eventually(30*time.Second, func() bool {
 				return strings.Contains(old.Do(ctx, "ROLE").String(), "slave")
 			})

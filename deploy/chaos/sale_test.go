@@ -401,11 +401,7 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 	o.eventsLost += max(o.issued-o.tokenEvents, 0) + max(o.ordersCreated-o.orderEvents, 0)
 
 	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
-	i := sort.Search(len(times), func(i int) bool { return times[i].After(faultAt) })
-	o.resumed = -1
-	if i < len(times) {
-		o.resumed = times[i].Sub(faultAt)
-	}
+	o.resumed = resumedAfter(times, faultAt)
 	e.mu.Lock()
 	o.epochBack = e.back
 	t.Logf("epochs seen %v in %d samples", e.seen, e.samples)
@@ -416,6 +412,28 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 	}
 	s.mu.Unlock()
 	return o
+}
+
+// resumedAfter is when admission resumed after a fault at faultAt, given
+// every admission's time (sorted): the end of the longest pause in
+// admissions from faultAt on, measured from faultAt (-1 if none came
+// after it). A fault that stops admissions at once ends its pause at the
+// first admission after it; one whose last admissions were already on the
+// way (a split brain's first milliseconds) ends it at the first after the
+// pause it causes, not at those.
+func resumedAfter(times []time.Time, faultAt time.Time) time.Duration {
+	best, resumed := time.Duration(-1), time.Duration(-1)
+	prev := faultAt
+	for _, at := range times {
+		if !at.After(faultAt) {
+			continue
+		}
+		if gap := at.Sub(prev); gap > best {
+			best, resumed = gap, at.Sub(faultAt)
+		}
+		prev = at
+	}
+	return resumed
 }
 
 // check fails the drill on anything the fault broke.
@@ -469,10 +487,13 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	// the buyers' 10 s timeout.
 	n := pick(600, 2000)
 
-	gw := start(t, "queue-gateway", r.env(nil), true)
+	gw := start(t, "queue-gateway", r.env(r.gatewayEnv), true)
 	ord := start(t, "order-service", r.env(nil), true)
 	dispatchers()
 	r.createQueue(gw.URL, rate)
+	if r.onGateway != nil {
+		r.onGateway(gw.URL)
+	}
 	s := newSale(r, gw.URL, ord.URL, n)
 	r.createProduct(ord.URL, s.stock)
 

@@ -4,15 +4,23 @@
 # Redis Cluster with replicas and a 3-node RabbitMQ cluster. Nothing here
 # touches the machine's own servers (6379, 5672, epmd 4369).
 #
-#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA [FRONT]]]]]
+#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA [ANNOUNCE]]]]]
 #       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
 #       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
 #       and SENTINELS are comma lists of ports (default two replicas, three
 #       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
 #       primary), points a replica at a proxy in between, to make it lag or
-#       cut it off. FRONT, HOST:PORT (empty: the primary), is where the
-#       sentinels watch the primary, and so where its clients reach it: a
-#       proxy in front of it, to isolate it from the sentinels alone.
+#       cut it off. ANNOUNCE, a comma list of ports aligned with SENTINELS
+#       (empty: none), makes each sentinel announce that port (a proxy in
+#       front of it), to the other sentinels and to the clients that
+#       discover it; REDIS_URL names the announced ports. With
+#       SENTINEL_USERS=1 the sentinels, the replicas and the services log
+#       in to the Redis nodes as users "sentinel", "replica" and "svc"
+#       (password: the name; REDIS_URL carries svc's; the default user is
+#       off), so a test can shut one node's door to its sentinels and
+#       replicas alone (ACL SETUSER sentinel off, CLIENT KILL USER
+#       sentinel, the same for replica) while its other clients still
+#       reach it.
 #   replicated.sh redis-cluster up DIR [PORTS [REPLICAS [ANNOUNCE]]]
 #       a Redis Cluster: PORTS a comma list (default 26410-26415), the first
 #       third (or half, ...) masters, REPLICAS replicas each (default 1);
@@ -48,7 +56,18 @@ wait_until() {
   return 1
 }
 
-pongs() { [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; }
+# cli PORT ARGS...: redis-cli on a node (as user svc with SENTINEL_USERS=1).
+cli() {
+  local p="$1"
+  shift
+  if [ "${SENTINEL_USERS:-}" = 1 ]; then
+    redis-cli -p "$p" --user svc --pass svc --no-auth-warning "$@"
+  else
+    redis-cli -p "$p" "$@"
+  fi
+}
+
+pongs() { [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; }
 
 # wait_ping PORT: until redis on PORT answers PONG (10 s).
 wait_ping() {
@@ -89,23 +108,29 @@ redis_node() {
 
 sentinel_up() {
   need redis-server redis-server
-  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}" front="${5:-}"
-  [ -n "$front" ] || front="127.0.0.1:$primary"
-  local rs ss vs
+  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}" announce="${5:-}"
+  local users=()
+  if [ "${SENTINEL_USERS:-}" = 1 ]; then
+    users=(--user sentinel on '>sentinel' '~*' '&*' '+@all' --user replica on '>replica' '~*' '&*' '+@all'
+      --user svc on '>svc' '~*' '&*' '+@all' --user default off --masteruser replica --masterauth replica)
+  fi
+  local rs ss vs as
   IFS=, read -r -a rs <<<"$replicas"
   IFS=, read -r -a ss <<<"$sentinels"
   IFS=, read -r -a vs <<<"$via"
-  redis_node "$dir" "$primary"
+  IFS=, read -r -a as <<<"$announce"
+  redis_node "$dir" "$primary" "${users[@]}"
   wait_ping "$primary"
   local i r s
   for i in "${!rs[@]}"; do
     r="${rs[$i]}"
     local to="${vs[$i]:-}"
     [ -n "$to" ] || to="127.0.0.1:$primary"
-    redis_node "$dir" "$r" --replicaof "${to%:*}" "${to##*:}" --replica-announce-ip 127.0.0.1 --replica-announce-port "$r"
+    redis_node "$dir" "$r" --replicaof "${to%:*}" "${to##*:}" --replica-announce-ip 127.0.0.1 --replica-announce-port "$r" "${users[@]}"
     wait_ping "$r"
   done
-  for s in "${ss[@]}"; do
+  for i in "${!ss[@]}"; do
+    s="${ss[$i]}"
     cat >"$dir/sentinel-$s.conf" <<EOF
 port $s
 bind 127.0.0.1
@@ -113,11 +138,17 @@ daemonize yes
 pidfile $dir/sentinel-$s.pid
 logfile $dir/sentinel-$s.log
 dir $dir
-sentinel monitor wr ${front%:*} ${front##*:} 2
+sentinel monitor wr 127.0.0.1 $primary 2
 sentinel down-after-milliseconds wr 1000
 sentinel failover-timeout wr 5000
 sentinel parallel-syncs wr 1
 EOF
+    if [ "${SENTINEL_USERS:-}" = 1 ]; then
+      printf 'sentinel auth-user wr sentinel\nsentinel auth-pass wr sentinel\n' >>"$dir/sentinel-$s.conf"
+    fi
+    if [ -n "${as[$i]:-}" ]; then
+      printf 'sentinel announce-ip 127.0.0.1\nsentinel announce-port %s\n' "${as[$i]}" >>"$dir/sentinel-$s.conf"
+    fi
     redis-server "$dir/sentinel-$s.conf" --sentinel
   done
   for s in "${ss[@]}"; do wait_ping "$s"; done
@@ -126,8 +157,10 @@ EOF
   wait_until 200 0.05 sentinels_ready "${#rs[@]}" "${ss[@]}" ||
     die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
   local urls=()
-  for s in "${ss[@]}"; do urls+=("127.0.0.1:$s"); done
-  echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr"
+  for i in "${!ss[@]}"; do urls+=("127.0.0.1:${as[$i]:-${ss[$i]}}"); done
+  local creds=""
+  [ "${SENTINEL_USERS:-}" = 1 ] && creds="?username=svc&password=svc"
+  echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr$creds"
 }
 
 redis_cluster_up() {

@@ -380,9 +380,12 @@ func TestShardedTicketsAnsweredFromTheFrontier(t *testing.T) {
 			d = -d
 		}
 		// One place in a line is about shards places of the queue (the
-		// queue's length over the line's, which varies with the line key);
-		// a line's place off by one and the rounding: shards + 1.
-		if d > max(shards+1, 0.01*float64(fromRedis.Position)) {
+		// queue's length over the line's, which varies with the line key):
+		// a line's place off by one or two, and the rounding. Far from the
+		// front, the share of the people ahead in the holder's own line
+		// differs from its line's share of the queue by up to 1.5 %
+		// (measured: 1.2 % at place 574, with some line keys).
+		if d > max(2*shards, 0.015*float64(fromRedis.Position)) {
 			t.Errorf("%s (line %d): frontier says %d of %d, Redis %d of %d", user, fromFrontier.Line,
 				fromFrontier.Position, fromFrontier.Total, fromRedis.Position, fromRedis.Total)
 		}

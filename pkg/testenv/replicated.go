@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -22,8 +21,9 @@ import (
 // deploy/local/replicated.sh on free ports. Every process is killed by PID
 // when the test ends, even when it fails.
 type SentinelSet struct {
-	t   testing.TB
-	dir string
+	t     testing.TB
+	dir   string
+	doors bool
 	// Primary and Replicas are the ports the set started with; after a
 	// failover the roles change (Master tells which is the primary).
 	Primary   int
@@ -35,26 +35,33 @@ type SentinelSet struct {
 	// when asked for: delay one to make its replica lag, cut it to cut the
 	// replica off.
 	Links []*Proxy
-	// Front, when asked for (StartFrontedSentinelSet), is the proxy in
-	// front of the primary: the sentinels watch it there, the replicas
-	// replicate through it and the clients reach it through it (the
-	// sentinels name the front's port as the primary's).
-	Front *Proxy
+	// SentinelFronts, when asked for, are the proxies the sentinels
+	// announce and are reached through, one each, in Sentinels' order.
+	SentinelFronts []*Proxy
 }
 
-// StartFrontedSentinelSet is StartSentinelSet with a Front: isolate the
-// primary from its sentinels and replicas (Front.Isolate with
-// SentinelOrReplica) while its clients still reach it.
-func StartFrontedSentinelSet(t testing.TB, replicas int) *SentinelSet {
+// SentinelOptions shape a SentinelSet (StartSentinelSetWith).
+type SentinelOptions struct {
+	Replicas int
+	// Linked: each replica reaches the primary through a Proxy of its
+	// own (SentinelSet.Links).
+	Linked bool
+	// Doors: the sentinels, the replicas and the services (URL) log in to
+	// the nodes as users of their own, so one node can be isolated from
+	// the sentinels and replicas alone (Isolate).
+	Doors bool
+	// SentinelsFronted: each sentinel announces, and is reached through, a
+	// Proxy of its own (SentinelSet.SentinelFronts), by the other
+	// sentinels and by every client, discovered ones included: isolate one
+	// kind of client from the sentinels (Isolate with the client_name its
+	// REDIS_URL sets) while the sentinels still reach each other.
+	SentinelsFronted bool
+}
+
+// StartSentinelSetWith starts a SentinelSet as o says.
+func StartSentinelSetWith(t testing.TB, o SentinelOptions) *SentinelSet {
 	t.Helper()
-	return startSentinelSet(t, replicas, false, true)
-}
-
-// SentinelOrReplica matches the requests of a Redis Sentinel's connections
-// (it names them "sentinel-...") and of a replica's (PSYNC): for
-// Proxy.Isolate.
-func SentinelOrReplica(requests []byte) bool {
-	return bytes.Contains(requests, []byte("sentinel-")) || bytes.Contains(requests, []byte("PSYNC"))
+	return startSentinelSet(t, o)
 }
 
 // StartSentinelSet starts a SentinelSet of replicas replicas; with linked,
@@ -62,45 +69,47 @@ func SentinelOrReplica(requests []byte) bool {
 // (SentinelSet.Links).
 func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
 	t.Helper()
-	return startSentinelSet(t, replicas, linked, false)
+	return startSentinelSet(t, SentinelOptions{Replicas: replicas, Linked: linked})
 }
 
-func startSentinelSet(t testing.TB, replicas int, linked, fronted bool) *SentinelSet {
+func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 	t.Helper()
+	replicas, linked := o.Replicas, o.Linked
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatalf("the failover tests run their own redis-server and sentinels, which are not installed: apt-get install -y redis-server (%v)", err)
 	}
-	s := &SentinelSet{t: t, dir: logDir(t, "sentinel")}
+	s := &SentinelSet{t: t, dir: logDir(t, "sentinel"), doors: o.Doors}
 	s.Primary = FreePort(t)
-	front := ""
-	if fronted {
-		s.Front = StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
-		front = s.Front.Addr()
-	}
 	var rs, ss, via []string
 	for range replicas {
 		p := FreePort(t)
 		s.Replicas = append(s.Replicas, p)
 		rs = append(rs, strconv.Itoa(p))
-		switch {
-		case linked:
+		if linked {
 			l := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", s.Primary))
 			s.Links = append(s.Links, l)
 			via = append(via, l.Addr())
-		case fronted:
-			// Through the front, as the sentinels would have them
-			// (they set a replica of another address right).
-			via = append(via, front)
 		}
 	}
+	var announce []string
 	for range 3 {
 		p := FreePort(t)
 		s.Sentinels = append(s.Sentinels, p)
 		ss = append(ss, strconv.Itoa(p))
+		if o.SentinelsFronted {
+			f := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", p))
+			s.SentinelFronts = append(s.SentinelFronts, f)
+			_, port, _ := net.SplitHostPort(f.Addr())
+			announce = append(announce, port)
+		}
 	}
 	t.Cleanup(s.down)
-	out := runReplicated(t, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
-		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","), front)
+	var env []string
+	if o.Doors {
+		env = append(env, "SENTINEL_USERS=1")
+	}
+	out := runReplicatedEnv(t, env, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
+		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","), strings.Join(announce, ","))
 	s.URL = envLine(t, out, "REDIS_URL")
 	return s
 }
@@ -122,7 +131,14 @@ func (s *SentinelSet) Cut() {
 // runReplicated runs deploy/local/replicated.sh and returns its output.
 func runReplicated(t testing.TB, args ...string) string {
 	t.Helper()
+	return runReplicatedEnv(t, nil, args...)
+}
+
+// runReplicatedEnv is runReplicated with env added to the script's.
+func runReplicatedEnv(t testing.TB, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(Root(), "deploy", "local", "replicated.sh"), args...)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("deploy/local/replicated.sh %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -173,14 +189,49 @@ func (s *SentinelSet) Kill(port int) {
 	killPIDFile(filepath.Join(s.dir, fmt.Sprintf("redis-%d.pid", port)))
 }
 
+// Isolate shuts the node on port's door to the sentinels and replicas (a
+// set started with Doors): their users are turned off and their
+// connections closed, so the sentinels lose sight of it and its replicas
+// stop streaming from it, while every other client (the services) still
+// reaches it: a split brain once the sentinels promote another. Rejoin
+// opens the door again.
+func (s *SentinelSet) Isolate(ctx context.Context, port int) error {
+	return s.door(ctx, port, "off")
+}
+
+// Rejoin undoes Isolate: the sentinels reach the node again and, if
+// another was promoted meanwhile, make it a replica of that one.
+func (s *SentinelSet) Rejoin(ctx context.Context, port int) error {
+	return s.door(ctx, port, "on")
+}
+
+func (s *SentinelSet) door(ctx context.Context, port int, state string) error {
+	n := s.Node(port)
+	for _, user := range []string{"sentinel", "replica"} {
+		if err := n.Do(ctx, "ACL", "SETUSER", user, state).Err(); err != nil {
+			return fmt.Errorf("ACL SETUSER %s %s on %d: %w", user, state, port, err)
+		}
+		if state == "off" {
+			if err := n.Do(ctx, "CLIENT", "KILL", "USER", user).Err(); err != nil && !strings.Contains(err.Error(), "No such") {
+				return fmt.Errorf("CLIENT KILL USER %s on %d: %w", user, port, err)
+			}
+		}
+	}
+	return nil
+}
+
 // NodeURL is a plain redis:// URL of the node on port.
 func (s *SentinelSet) NodeURL(port int) string { return fmt.Sprintf("redis://127.0.0.1:%d/0", port) }
 
 // Node is a client of the node on port alone (no failover), closed when
 // the test ends.
 func (s *SentinelSet) Node(port int) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	o := &redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second}
+	if s.doors {
+		o.Username, o.Password = "svc", "svc"
+	}
+	c := redis.NewClient(o)
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }

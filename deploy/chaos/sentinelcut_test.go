@@ -1,0 +1,90 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/waitingroom/waitingroom/pkg/testenv"
+)
+
+// TestGatewayCutOffFromTheSentinels: issue 27, partitions. Every
+// sentinel is reached through a proxy it announces (to the other sentinels
+// and to the clients that discover it). During the sale of 2,000 (make
+// test: 600) the proxies cut the gateway's connections alone (it names
+// them, client_name in its REDIS_URL); the sentinels and the other
+// services still reach each other: for 3 s it goes on serving, for it needs the
+// sentinels only to find the primary, and every poll of a probe person is
+// answered 200. Then the primary is killed and a replica promoted while the
+// gateway cannot hear of it: its requests fail (503, the old primary is
+// gone; counted) until, 3 s after the promotion, the sentinels are reachable again
+// and its next request finds the new primary. The same counts as the
+// failover drills, all 0; how long the gateway took to answer again after
+// the heal is measured.
+func TestGatewayCutOffFromTheSentinels(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	// Every sentinel is reached through a proxy it announces, so even the
+	// sentinels a client discovers are behind one; the gateway names its
+	// connections, so the proxies can cut its alone.
+	set := testenv.StartSentinelSetWith(t, testenv.SentinelOptions{Replicas: 2, SentinelsFronted: true})
+	r.redisURL = set.URL
+	r.gatewayEnv = map[string]string{"REDIS_URL": set.URL + "?client_name=sale-gateway"}
+	gatewayOnly := func(req []byte) bool { return bytes.Contains(req, []byte("sale-gateway")) }
+	var gw string
+	r.onGateway = func(url string) {
+		gw = url
+		if res := r.call(http.MethodPost, gw+"/api/v1/queues/"+r.q+"/enter", "probe", "", "", nil); res.status != http.StatusOK {
+			t.Fatalf("the probe's enter: %d %v", res.status, res.body)
+		}
+	}
+	failoverSale(t, r, "gateway-cut-off-from-sentinels", testenv.StoreAt(t, set.URL).Client(), pick(100, 40), 80,
+		func(ctx context.Context) time.Time {
+			for _, p := range set.SentinelFronts {
+				p.Isolate(gatewayOnly)
+			}
+			// The probe entered before the sale's people: admitted or
+			// ordered by now, its poll answers 200 whatever it says.
+			polls, refused := 0, 0
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				polls++
+				if res := r.position(gw, "probe"); res.status != http.StatusOK {
+					refused++
+					t.Logf("probe poll with the sentinels cut: %d %v", res.status, res.body)
+				}
+			}
+			t.Logf("with the sentinels cut and the primary up: %d of %d polls answered other than 200", refused, polls)
+			if refused != 0 {
+				t.Errorf("%d of %d polls failed while only the sentinels were out of reach; want 0", refused, polls)
+			}
+			faultAt := killSentinelPrimary(t, ctx, set)
+			// Promoted, but the gateway cannot hear of it: it still
+			// looks for the old primary, and answers 503.
+			polls, refused = 0, 0
+			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				polls++
+				if res := r.position(gw, "probe"); res.status != http.StatusOK {
+					refused++
+					if res.status != http.StatusServiceUnavailable {
+						t.Errorf("probe poll after the promotion, the sentinels cut: %d %v, want 503", res.status, res.body)
+					}
+				}
+			}
+			t.Logf("after the promotion, the sentinels still cut: %d of %d polls answered 503", refused, polls)
+			if refused == 0 {
+				t.Errorf("every poll was answered after the promotion with the sentinels cut: the gateway was not cut off")
+			}
+			healed := time.Now()
+			for _, p := range set.SentinelFronts {
+				p.Restore()
+			}
+			back := eventually(30*time.Second, func() bool { return r.position(gw, "probe").status == http.StatusOK })
+			t.Logf("the gateway answered again=%v %s after the heal", back, time.Since(healed).Round(time.Millisecond))
+			if !back {
+				t.Errorf("the gateway did not answer again within 30 s of the heal")
+			}
+			return faultAt
+		})
+}
