@@ -44,7 +44,7 @@ bench-overhead: ## queue-gateway position polls (with and without a ticket) of t
 gobench: ## the Go benchmarks of the store and handlers against the local servers
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3s work
 
-chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, a 60 s broker outage, Redis failovers (Sentinel lagging and under load, a Cluster master), a partitioned leader, a primary isolated from its sentinels and replicas (split brain), each RabbitMQ node of a cluster (make test runs the short forms)
+chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, a 60 s broker outage, Redis failovers (Sentinel lagging and under load, a Cluster master), a partitioned leader, a primary isolated from its sentinels and replicas (split brain), a gateway cut off from the sentinels, each RabbitMQ node of a cluster (make test runs the short forms)
 	CHAOS_FULL=1 $(GO) test -tags chaosfull -count=1 -v -timeout 30m ./deploy/chaos
 	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run TestBrokerOutageBoundsTheOutboxAndLosesNoEvent ./services/admission-dispatcher/internal/dispatch
 
