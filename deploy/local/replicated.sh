@@ -8,7 +8,8 @@
 #       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
 #       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
 #       and SENTINELS are comma lists of ports (default two replicas, three
-#       sentinels); VIA, a comma list of HOST:PORT per replica (empty: the
+#       sentinels; SENTINELS "none": a primary and replicas alone, nothing
+#       to fail over behind a test's back, and no REDIS_URL); VIA, a comma list of HOST:PORT per replica (empty: the
 #       primary), points a replica at a proxy in between, to make it lag or
 #       cut it off. ANNOUNCE, a comma list of ports aligned with SENTINELS
 #       (empty: none), makes each sentinel announce that port (a proxy in
@@ -69,6 +70,9 @@ cli() {
 
 pongs() { [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; }
 
+# streaming PORT: the replica on PORT has its link to the primary up.
+streaming() { [[ "$(cli "$1" info replication 2>/dev/null | tr -d '\r')" == *"master_link_status:up"* ]]; }
+
 # wait_ping PORT: until redis on PORT answers PONG (10 s).
 wait_ping() {
   wait_until 200 0.05 pongs "$1" || die "redis on port $1 did not answer within 10 s (log: $dir/redis-$1.log)"
@@ -116,6 +120,7 @@ sentinel_up() {
   fi
   local rs ss vs as
   IFS=, read -r -a rs <<<"$replicas"
+  [ "$sentinels" = none ] && sentinels=""
   IFS=, read -r -a ss <<<"$sentinels"
   IFS=, read -r -a vs <<<"$via"
   IFS=, read -r -a as <<<"$announce"
@@ -151,6 +156,13 @@ EOF
     fi
     redis-server "$dir/sentinel-$s.conf" --sentinel
   done
+  if [ "${#ss[@]}" = 0 ]; then
+    # No sentinels: the replicas only have to stream.
+    for r in "${rs[@]}"; do
+      wait_until 200 0.05 streaming "$r" || die "replica $r did not stream from the primary within 10 s (log: $dir/redis-$r.log)"
+    done
+    return
+  fi
   for s in "${ss[@]}"; do wait_ping "$s"; done
   # Until the sentinels know the replicas and each other, a failover could
   # not happen: wait for both (10 s).

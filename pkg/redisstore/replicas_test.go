@@ -23,10 +23,12 @@ const (
 	replicaWait = 200 * time.Millisecond
 )
 
-// replicated is a Sentinel set whose replica replicates through a proxy,
-// and two Stores on its primary that acknowledge only what the replica
-// holds: two, so that a repeat can come on a connection that made no
-// change (its WAIT alone would confirm nothing new).
+// replicated is a primary whose replica replicates through a proxy, with
+// sentinels only for the tests that fail over (elsewhere a loaded machine
+// stalling the primary past down-after would fail over behind the test's
+// back), and two Stores on the primary that acknowledge only what the
+// replica holds: two, so that a repeat can come on a connection that made
+// no change (its WAIT alone would confirm nothing new).
 type replicated struct {
 	set     *testenv.SentinelSet
 	s, s2   *redisstore.Store
@@ -34,9 +36,9 @@ type replicated struct {
 	replica *redis.Client
 }
 
-func newReplicated(t *testing.T) *replicated {
+func newReplicated(t *testing.T, sentinels bool) *replicated {
 	t.Helper()
-	set := testenv.StartSentinelSet(t, 1, true)
+	set := testenv.StartSentinelSetWith(t, testenv.SentinelOptions{Replicas: 1, Linked: true, NoSentinels: !sentinels})
 	r := &replicated{set: set, primary: set.Node(set.Primary), replica: set.Node(set.Replicas[0])}
 	r.s = testenv.StoreAt(t, set.NodeURL(set.Primary))
 	r.s2 = testenv.StoreAt(t, set.NodeURL(set.Primary))
@@ -98,7 +100,7 @@ func notReplicated(err error) bool {
 // for the replicas, that WAIT would have confirmed at once).
 func TestEnterIsAcknowledgedOnlyOnceTheReplicaHoldsIt(t *testing.T) {
 	t.Parallel()
-	r := newReplicated(t)
+	r := newReplicated(t, false)
 	ctx := context.Background()
 	q := newQueue(t, r.s, nil)
 	k := redisstore.KeysFor(q)
@@ -148,7 +150,7 @@ func TestEnterIsAcknowledgedOnlyOnceTheReplicaHoldsIt(t *testing.T) {
 // once the replica holds them, repeats included.
 func TestConsumeRestoreAndLeaseWaitForTheReplica(t *testing.T) {
 	t.Parallel()
-	r := newReplicated(t)
+	r := newReplicated(t, false)
 	ctx := context.Background()
 	q := newQueue(t, r.s, nil)
 	grantToken(t, r.primary, q, "buyer", "secret-1", "tid-1", time.Minute)
@@ -199,7 +201,7 @@ func TestConsumeRestoreAndLeaseWaitForTheReplica(t *testing.T) {
 // The relay publishes an admission only once the replica holds it.
 func TestOutboxEventsAreConfirmedOnTheReplicaBeforePublishing(t *testing.T) {
 	t.Parallel()
-	r := newReplicated(t)
+	r := newReplicated(t, false)
 	ctx := context.Background()
 	q := newQueue(t, r.s, func(c *queue.Config) { c.AdmissionRatePerSec, c.ActivationSpreadMs = 1000, 0 })
 	for _, u := range []string{"a", "b", "c"} {
@@ -293,7 +295,7 @@ func TestEpochNeverGoesBackWhenTheLastGrantIsLost(t *testing.T) {
 // acknowledged) before the failover stays below any granted after it.
 func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 	t.Parallel()
-	r := newReplicated(t)
+	r := newReplicated(t, true)
 	ctx := context.Background()
 	q := newQueue(t, r.s, func(c *queue.Config) { c.MaxQueueSize = 100_000 })
 	s := testenv.StoreAt(t, r.set.URL) // through the sentinels
@@ -396,7 +398,7 @@ func TestFailoverToALaggingReplicaLosesNoAcknowledgedPlace(t *testing.T) {
 // it: that owner's ticks are refused as stale.
 func TestTwoLeadersNeverShareAnEpochAcrossAFailoverFasterThanTheLease(t *testing.T) {
 	t.Parallel()
-	r := newReplicated(t)
+	r := newReplicated(t, true)
 	ctx := context.Background()
 	a := newQueue(t, r.s, func(c *queue.Config) { c.AdmissionRatePerSec, c.ActivationSpreadMs = 1000, 0 })
 	b := newQueue(t, r.s, func(c *queue.Config) { c.AdmissionRatePerSec, c.ActivationSpreadMs = 1000, 0 })

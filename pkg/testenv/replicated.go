@@ -46,6 +46,10 @@ type SentinelOptions struct {
 	// Linked: each replica reaches the primary through a Proxy of its
 	// own (SentinelSet.Links).
 	Linked bool
+	// NoSentinels: a primary and its replicas alone (no URL, no
+	// failover): for tests of replication that must not fail over
+	// behind their back when a loaded machine stalls a node.
+	NoSentinels bool
 	// Doors: the sentinels, the replicas and the services (URL) log in to
 	// the nodes as users of their own, so one node can be isolated from
 	// the sentinels and replicas alone (Isolate).
@@ -92,7 +96,11 @@ func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 		}
 	}
 	var announce []string
-	for range 3 {
+	sentinels := 3
+	if o.NoSentinels {
+		sentinels = 0
+	}
+	for range sentinels {
 		p := FreePort(t)
 		s.Sentinels = append(s.Sentinels, p)
 		ss = append(ss, strconv.Itoa(p))
@@ -108,9 +116,14 @@ func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 	if o.Doors {
 		env = append(env, "SENTINEL_USERS=1")
 	}
+	if len(ss) == 0 {
+		ss = []string{"none"}
+	}
 	out := runReplicatedEnv(t, env, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
 		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","), strings.Join(announce, ","))
-	s.URL = envLine(t, out, "REDIS_URL")
+	if !o.NoSentinels {
+		s.URL = envLine(t, out, "REDIS_URL")
+	}
 	return s
 }
 
