@@ -25,7 +25,7 @@ const secret = "chaos-secret-0123456789abcdef-0123456789"
 // full is the long form (CHAOS_FULL=1): more kills, more users.
 var full = os.Getenv("CHAOS_FULL") == "1"
 
-func pick(short, long int) int {
+func pick[T any](short, long T) T {
 	if full {
 		return long
 	}
