@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -10,12 +9,12 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
-// TestGatewayCutOffFromTheSentinels: issue 27, partitions. Every
-// sentinel is reached through a proxy it announces (to the other sentinels
-// and to the clients that discover it). During the sale of 2,000 (make
-// test: 600) the proxies cut the gateway's connections alone (it names
-// them, client_name in its REDIS_URL); the sentinels and the other
-// services still reach each other: for 3 s it goes on serving, for it needs the
+// TestGatewayCutOffFromTheSentinels: issue 27, partitions. Everyone logs
+// in to the sentinels, the sale's gateway as a user of its own. During the
+// sale of 2,000 (make test: 600) every sentinel shuts its door to the
+// gateway alone (the user off, its connections closed: the sentinels it
+// discovers refuse it too); the sentinels and the other services still
+// reach each other: for 3 s it goes on serving, for it needs the
 // sentinels only to find the primary, and every poll of a probe person is
 // answered 200. Then the primary is killed and a replica promoted while the
 // gateway cannot hear of it: its requests fail (503, the old primary is
@@ -26,13 +25,11 @@ import (
 func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	// Every sentinel is reached through a proxy it announces, so even the
-	// sentinels a client discovers are behind one; the gateway names its
-	// connections, so the proxies can cut its alone.
-	set := testenv.StartSentinelSetWith(t, testenv.SentinelOptions{Replicas: 2, SentinelsFronted: true})
+	// Everyone logs in to the sentinels, the gateway as a user of its own:
+	// their door can be shut to it alone.
+	set := testenv.StartSentinelSetWith(t, testenv.SentinelOptions{Replicas: 2, Doors: true})
 	r.redisURL = set.URL
-	r.gatewayEnv = map[string]string{"REDIS_URL": set.URL + "?client_name=sale-gateway"}
-	gatewayOnly := func(req []byte) bool { return bytes.Contains(req, []byte("sale-gateway")) }
+	r.gatewayEnv = map[string]string{"REDIS_URL": set.GatewayURL()}
 	var gw string
 	r.onGateway = func(url string) {
 		gw = url
@@ -45,8 +42,8 @@ func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 	// while the gateway still cannot enter anyone.
 	failoverSale(t, r, "gateway-cut-off-from-sentinels", testenv.StoreAt(t, set.URL).Client(), 40, 80,
 		func(ctx context.Context) time.Time {
-			for _, p := range set.SentinelFronts {
-				p.Isolate(gatewayOnly)
+			if err := set.ShutOut(ctx); err != nil {
+				t.Fatal(err)
 			}
 			// The probe entered before the sale's people: admitted or
 			// ordered by now, its poll answers 200 whatever it says.
@@ -80,8 +77,8 @@ func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 				t.Errorf("every poll was answered after the promotion with the sentinels cut: the gateway was not cut off")
 			}
 			healed := time.Now()
-			for _, p := range set.SentinelFronts {
-				p.Restore()
+			if err := set.LetIn(ctx); err != nil {
+				t.Fatal(err)
 			}
 			back := eventually(30*time.Second, func() bool { return r.position(gw, "probe").status == http.StatusOK })
 			t.Logf("the gateway answered again=%v %s after the heal", back, time.Since(healed).Round(time.Millisecond))

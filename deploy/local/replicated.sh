@@ -4,24 +4,22 @@
 # Redis Cluster with replicas and a 3-node RabbitMQ cluster. Nothing here
 # touches the machine's own servers (6379, 5672, epmd 4369).
 #
-#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA [ANNOUNCE]]]]]
+#   replicated.sh sentinel up DIR [PRIMARY [REPLICAS [SENTINELS [VIA]]]]
 #       a primary, replicas and sentinels (quorum 2, down-after 1000 ms)
 #       monitoring master "wr"; prints REDIS_URL for the services. REPLICAS
 #       and SENTINELS are comma lists of ports (default two replicas, three
 #       sentinels; SENTINELS "none": a primary and replicas alone, nothing
 #       to fail over behind a test's back, and no REDIS_URL); VIA, a comma list of HOST:PORT per replica (empty: the
 #       primary), points a replica at a proxy in between, to make it lag or
-#       cut it off. ANNOUNCE, a comma list of ports aligned with SENTINELS
-#       (empty: none), makes each sentinel announce that port (a proxy in
-#       front of it), to the other sentinels and to the clients that
-#       discover it; REDIS_URL names the announced ports. With
-#       SENTINEL_USERS=1 the sentinels, the replicas and the services log
-#       in to the Redis nodes as users "sentinel", "replica" and "svc"
-#       (password: the name; REDIS_URL carries svc's; the default user is
-#       off), so a test can shut one node's door to its sentinels and
-#       replicas alone (ACL SETUSER sentinel off, CLIENT KILL USER
-#       sentinel, the same for replica) while its other clients still
-#       reach it.
+#       cut it off. With SENTINEL_USERS=1 everyone logs in (the default
+#       user is off; password: the user's name): on the Redis nodes the
+#       sentinels as "sentinel", the replicas as "replica", the services as
+#       "svc"; on the sentinels the sentinels as "peer", the services as
+#       "svc" and a queue-gateway as "gateway" (REDIS_URL carries svc's;
+#       give a gateway gateway:gateway@ for the sentinels). So a test can
+#       shut a door to one kind of client alone (ACL SETUSER <user> off,
+#       CLIENT KILL USER <user>): a node's to its sentinels and replicas,
+#       the sentinels' to the gateway, while everyone else still gets in.
 #   replicated.sh redis-cluster up DIR [PORTS [REPLICAS [ANNOUNCE]]]
 #       a Redis Cluster: PORTS a comma list (default 26410-26415), the first
 #       third (or half, ...) masters, REPLICAS replicas each (default 1);
@@ -57,7 +55,8 @@ wait_until() {
   return 1
 }
 
-# cli PORT ARGS...: redis-cli on a node (as user svc with SENTINEL_USERS=1).
+# cli PORT ARGS...: redis-cli on a node or sentinel (as user svc with
+# SENTINEL_USERS=1).
 cli() {
   local p="$1"
   shift
@@ -84,7 +83,7 @@ sentinels_ready() {
   local want="$1" s info
   shift
   for s in "$@"; do
-    info="$(redis-cli -p "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
+    info="$(cli "$s" sentinel master wr 2>/dev/null | tr '\n' ' ')"
     [[ "$info" == *"num-slaves $want "* && "$info" == *"num-other-sentinels $(( $# - 1 )) "* ]] || return 1
   done
 }
@@ -112,18 +111,17 @@ redis_node() {
 
 sentinel_up() {
   need redis-server redis-server
-  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}" announce="${5:-}"
+  local primary="${1:-26400}" replicas="${2:-26401,26402}" sentinels="${3:-26403,26404,26405}" via="${4:-}"
   local users=()
   if [ "${SENTINEL_USERS:-}" = 1 ]; then
     users=(--user sentinel on '>sentinel' '~*' '&*' '+@all' --user replica on '>replica' '~*' '&*' '+@all'
       --user svc on '>svc' '~*' '&*' '+@all' --user default off --masteruser replica --masterauth replica)
   fi
-  local rs ss vs as
+  local rs ss vs
   IFS=, read -r -a rs <<<"$replicas"
   [ "$sentinels" = none ] && sentinels=""
   IFS=, read -r -a ss <<<"$sentinels"
   IFS=, read -r -a vs <<<"$via"
-  IFS=, read -r -a as <<<"$announce"
   redis_node "$dir" "$primary" "${users[@]}"
   wait_ping "$primary"
   local i r s
@@ -149,10 +147,16 @@ sentinel failover-timeout wr 5000
 sentinel parallel-syncs wr 1
 EOF
     if [ "${SENTINEL_USERS:-}" = 1 ]; then
-      printf 'sentinel auth-user wr sentinel\nsentinel auth-pass wr sentinel\n' >>"$dir/sentinel-$s.conf"
-    fi
-    if [ -n "${as[$i]:-}" ]; then
-      printf 'sentinel announce-ip 127.0.0.1\nsentinel announce-port %s\n' "${as[$i]}" >>"$dir/sentinel-$s.conf"
+      cat >>"$dir/sentinel-$s.conf" <<EOF
+sentinel auth-user wr sentinel
+sentinel auth-pass wr sentinel
+sentinel sentinel-user peer
+sentinel sentinel-pass peer
+user default off
+user peer on >peer ~* &* +@all
+user svc on >svc ~* &* +@all
+user gateway on >gateway ~* &* +@all
+EOF
     fi
     redis-server "$dir/sentinel-$s.conf" --sentinel
   done
@@ -168,11 +172,10 @@ EOF
   # not happen: wait for both (10 s).
   wait_until 200 0.05 sentinels_ready "${#rs[@]}" "${ss[@]}" ||
     die "the sentinels did not find the replicas and each other within 10 s (logs in $dir)"
-  local urls=()
-  for i in "${!ss[@]}"; do urls+=("127.0.0.1:${as[$i]:-${ss[$i]}}"); done
-  local creds=""
-  [ "${SENTINEL_USERS:-}" = 1 ] && creds="?username=svc&password=svc"
-  echo "REDIS_URL=redis+sentinel://$(IFS=,; echo "${urls[*]}")/wr$creds"
+  local urls=() login="" creds=""
+  for s in "${ss[@]}"; do urls+=("127.0.0.1:$s"); done
+  if [ "${SENTINEL_USERS:-}" = 1 ]; then login="svc:svc@" creds="?username=svc&password=svc"; fi
+  echo "REDIS_URL=redis+sentinel://$login$(IFS=,; echo "${urls[*]}")/wr$creds"
 }
 
 redis_cluster_up() {

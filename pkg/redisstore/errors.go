@@ -24,6 +24,11 @@ func classify(err error) error {
 		// process is overloaded; Redis may be fine.
 		return fmt.Errorf("%w: %v", queue.ErrOverloaded, err)
 	}
+	if strings.Contains(err.Error(), sentinelsUnreachable) {
+		// No sentinel would say who the primary is, whatever each one
+		// answered (a refused login, a timeout): Redis is out of reach.
+		return fmt.Errorf("%w: %v", queue.ErrUnavailable, err)
+	}
 	var rerr redis.Error
 	if errors.As(err, &rerr) && !transient(rerr.Error()) {
 		return err
@@ -31,9 +36,17 @@ func classify(err error) error {
 	return fmt.Errorf("%w: %v", queue.ErrUnavailable, err)
 }
 
+// sentinelsUnreachable is go-redis's error when it asked every sentinel
+// for the primary and none answered (it wraps each one's error).
+const sentinelsUnreachable = "all sentinels specified in configuration are unreachable"
+
 // transient reply prefixes: the server is loading, failing over, busy or
-// refusing writes for now; the request can succeed later.
-var transientPrefixes = []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "OOM"}
+// refusing writes for now, or refusing us (a login turned off or a
+// password rotated: the service cannot use Redis until that is put right,
+// which is an outage to its callers, not their fault); the request can
+// succeed later.
+var transientPrefixes = []string{"LOADING", "BUSY", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "OOM",
+	"WRONGPASS", "NOAUTH", "NOPERM"}
 
 // transientInScript: what a script hits when its slot moves or the cluster
 // is down under it. The scripts read every key before their first write,

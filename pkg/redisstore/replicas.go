@@ -422,43 +422,46 @@ func (notReplicated) Unwrap() error { return queue.ErrNotReplicated }
 // OutboxReplicated confirms that the replicas hold the events of batches
 // before the relay publishes them: a TokenIssued published for a tick a
 // failover then undid would admit its person twice (the new primary admits
-// them again). It writes a no-op after the events (lua/touch.lua: the
-// queue's epoch rewritten with itself) and waits (WAIT) on the same
+// them again). For each queue it checks that the primary it asks holds the
+// events read (entry and event ids: the client may have moved to a new
+// primary since the read) and writes a no-op after them (lua/touch.lua:
+// the queue's epoch rewritten with itself), then waits (WAIT) on the same
 // connection: one round for all the queues (one per master on a Cluster).
 // It returns nil at once when no replicas are required, and
-// queue.ErrNotReplicated when they did not confirm in time.
+// queue.ErrNotReplicated when they did not confirm in time or an event is
+// not on the primary (the relay reads again; what a failover lost is never
+// published).
 func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatch) error {
 	if !s.acking() {
 		return nil
 	}
-	var qs []string
+	var with []queue.OutboxBatch
 	for _, b := range batches {
 		if len(b.Events) > 0 {
-			qs = append(qs, b.QueueID)
+			with = append(with, b)
 		}
 	}
-	if len(qs) == 0 {
+	if len(with) == 0 {
 		return nil
 	}
-	// One touch per round is enough (WAIT counts the connection's last
-	// write); on a Cluster, rounds go per master, each touching one of its
-	// queues.
-	rs, err := s.rounds(ctx, len(qs), func(i int) string { return KeysFor(qs[i]).Dispatch() })
-	if err != nil {
-		return classifyf("outbox replicated", err)
-	}
-	reps := make([]int, len(rs))
-	for j, r := range rs {
-		reps[j] = r.idx[0]
-	}
-	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(reps),
-		func(i int) []string { return []string{KeysFor(qs[reps[i]]).Dispatch()} }, func(int) []any { return nil }, true)
+	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(with),
+		func(i int) []string { k := KeysFor(with[i].QueueID); return []string{k.Dispatch(), k.Outbox()} },
+		func(i int) []any {
+			args := make([]any, 0, 2*len(with[i].Events))
+			for _, e := range with[i].Events {
+				args = append(args, e.StreamID, e.ID)
+			}
+			return args
+		}, true)
 	if err != nil {
 		return classifyf("outbox replicated", err)
 	}
 	for i, c := range cmds {
-		if n, _ := c.Int64(); n != 1 || !confirmed[i] {
-			return fmt.Errorf("outbox %s: %w", qs[reps[i]], queue.ErrNotReplicated)
+		switch n, _ := c.Int64(); {
+		case n == -1:
+			return fmt.Errorf("outbox %s: events read are not on the primary (a failover since the read): %w", with[i].QueueID, queue.ErrNotReplicated)
+		case n != 1 || !confirmed[i]:
+			return fmt.Errorf("outbox %s: %w", with[i].QueueID, queue.ErrNotReplicated)
 		}
 	}
 	return nil

@@ -45,63 +45,6 @@ type Proxy struct {
 	delayLeft  int
 	delayed    atomic.Int64
 	delivered  atomic.Int64
-	// isolate: pairs whose client's requests so far (seen, the first
-	// seenMax bytes) match it are closed, now and whenever one matches
-	// later, until Restore; the others pass.
-	isolate func([]byte) bool
-	seen    map[net.Conn]*pairSeen // by client end
-}
-
-// pairSeen is what one pair's client has sent so far (its first seenMax
-// bytes), and the pair's two ends.
-type pairSeen struct {
-	mu             sync.Mutex
-	data           []byte
-	client, server net.Conn
-}
-
-// seenMax bounds what is kept of a pair's requests: enough for a Redis
-// client's handshake (CLIENT SETNAME, PSYNC).
-const seenMax = 4 << 10
-
-func (ps *pairSeen) add(b []byte) []byte {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if n := seenMax - len(ps.data); n > 0 {
-		ps.data = append(ps.data, b[:min(n, len(b))]...)
-	}
-	return ps.data
-}
-
-// Isolate cuts only some of the proxy's clients: every pair whose client
-// has sent (or later sends) requests that match is closed, and stays
-// closed on each new try, until Restore; every other pair passes as
-// before. Between a Redis primary and the rest: match Sentinel's
-// connections ("sentinel-" in CLIENT SETNAME) and replicas' (PSYNC), and
-// the primary is isolated from its sentinels and replicas while its
-// clients still reach it.
-func (p *Proxy) Isolate(match func(requests []byte) bool) {
-	p.mu.Lock()
-	p.isolate = match
-	var closing []*pairSeen
-	for _, ps := range p.seen {
-		ps.mu.Lock()
-		if match(ps.data) {
-			closing = append(closing, ps)
-		}
-		ps.mu.Unlock()
-	}
-	p.mu.Unlock()
-	for _, ps := range closing {
-		p.remove(ps.client, ps.server)
-	}
-}
-
-// isolated reports whether requests (a pair's so far) are isolated now.
-func (p *Proxy) isolated(requests []byte) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.isolate != nil && p.isolate(requests)
 }
 
 // StartProxy listens on 127.0.0.1:0 and forwards every connection to target.
@@ -120,7 +63,7 @@ func StartProxyOn(t testing.TB, ip, target string) *Proxy {
 	if err != nil {
 		t.Fatalf("proxy listen: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, seen: map[net.Conn]*pairSeen{}, stopped: make(chan struct{})}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}, stopped: make(chan struct{})}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.stop)
@@ -144,12 +87,11 @@ func (p *Proxy) Cut() {
 	p.closeAll()
 }
 
-// Restore forwards new connections again, and ends an Isolate.
+// Restore forwards new connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
-	p.isolate = nil
 }
 
 // Delay adds d before every chunk a server sends back: every round trip
@@ -284,24 +226,12 @@ func (p *Proxy) serve(client net.Conn) {
 	// connection at a time, so the next reply is the matched request's.
 	var hold atomic.Int64
 	var replica atomic.Bool
-	ps := &pairSeen{client: client, server: server}
-	p.mu.Lock()
-	p.seen[client] = ps
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.seen, client)
-		p.mu.Unlock()
-	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := client.Read(buf)
-			if n > 0 && p.isolated(ps.add(buf[:n])) {
-				break
-			}
 			if n > 0 {
 				if d := p.armHold(buf[:n]); d > 0 {
 					hold.Store(int64(d))

@@ -35,9 +35,6 @@ type SentinelSet struct {
 	// when asked for: delay one to make its replica lag, cut it to cut the
 	// replica off.
 	Links []*Proxy
-	// SentinelFronts, when asked for, are the proxies the sentinels
-	// announce and are reached through, one each, in Sentinels' order.
-	SentinelFronts []*Proxy
 }
 
 // SentinelOptions shape a SentinelSet (StartSentinelSetWith).
@@ -50,16 +47,11 @@ type SentinelOptions struct {
 	// failover): for tests of replication that must not fail over
 	// behind their back when a loaded machine stalls a node.
 	NoSentinels bool
-	// Doors: the sentinels, the replicas and the services (URL) log in to
-	// the nodes as users of their own, so one node can be isolated from
-	// the sentinels and replicas alone (Isolate).
+	// Doors: everyone logs in, as users of their own (replicated.sh
+	// SENTINEL_USERS=1), so a door can be shut to one kind of client
+	// alone: a node's to its sentinels and replicas (Isolate), the
+	// sentinels' to a gateway that gives GatewayURL (ShutOut).
 	Doors bool
-	// SentinelsFronted: each sentinel announces, and is reached through, a
-	// Proxy of its own (SentinelSet.SentinelFronts), by the other
-	// sentinels and by every client, discovered ones included: isolate one
-	// kind of client from the sentinels (Isolate with the client_name its
-	// REDIS_URL sets) while the sentinels still reach each other.
-	SentinelsFronted bool
 }
 
 // StartSentinelSetWith starts a SentinelSet as o says.
@@ -95,7 +87,6 @@ func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 			via = append(via, l.Addr())
 		}
 	}
-	var announce []string
 	sentinels := 3
 	if o.NoSentinels {
 		sentinels = 0
@@ -104,12 +95,6 @@ func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 		p := FreePort(t)
 		s.Sentinels = append(s.Sentinels, p)
 		ss = append(ss, strconv.Itoa(p))
-		if o.SentinelsFronted {
-			f := StartProxy(t, fmt.Sprintf("127.0.0.1:%d", p))
-			s.SentinelFronts = append(s.SentinelFronts, f)
-			_, port, _ := net.SplitHostPort(f.Addr())
-			announce = append(announce, port)
-		}
 	}
 	t.Cleanup(s.down)
 	var env []string
@@ -120,7 +105,7 @@ func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
 		ss = []string{"none"}
 	}
 	out := runReplicatedEnv(t, env, "sentinel", "up", s.dir, strconv.Itoa(s.Primary),
-		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","), strings.Join(announce, ","))
+		strings.Join(rs, ","), strings.Join(ss, ","), strings.Join(via, ","))
 	if !o.NoSentinels {
 		s.URL = envLine(t, out, "REDIS_URL")
 	}
@@ -218,6 +203,40 @@ func (s *SentinelSet) Rejoin(ctx context.Context, port int) error {
 	return s.door(ctx, port, "on")
 }
 
+// GatewayURL is URL for a client that logs in to the sentinels as the
+// gateway (a set started with Doors): ShutOut shuts their door to it
+// alone.
+func (s *SentinelSet) GatewayURL() string {
+	return strings.Replace(s.URL, "svc:svc@", "gateway:gateway@", 1)
+}
+
+// ShutOut shuts every sentinel's door to the clients of GatewayURL: the
+// user turned off, its connections closed, so such a client can no longer
+// ask who the primary is (nor learn of a failover), while the sentinels
+// still reach each other and every other client. LetIn opens it again.
+func (s *SentinelSet) ShutOut(ctx context.Context) error { return s.sentinelDoor(ctx, "off") }
+
+// LetIn undoes ShutOut.
+func (s *SentinelSet) LetIn(ctx context.Context) error { return s.sentinelDoor(ctx, "on") }
+
+func (s *SentinelSet) sentinelDoor(ctx context.Context, state string) error {
+	for _, p := range s.Sentinels {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p), Username: "svc", Password: "svc",
+			DialTimeout: time.Second, ReadTimeout: 2 * time.Second, MaxRetries: -1})
+		err := c.Do(ctx, "ACL", "SETUSER", "gateway", state).Err()
+		if err == nil && state == "off" {
+			if kerr := c.Do(ctx, "CLIENT", "KILL", "USER", "gateway").Err(); kerr != nil && !strings.Contains(kerr.Error(), "No such") {
+				err = kerr
+			}
+		}
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("sentinel %d: gateway %s: %w", p, state, err)
+		}
+	}
+	return nil
+}
+
 func (s *SentinelSet) door(ctx context.Context, port int, state string) error {
 	n := s.Node(port)
 	for _, user := range []string{"sentinel", "replica"} {
@@ -253,7 +272,11 @@ func (s *SentinelSet) Node(port int) *redis.Client {
 // answers).
 func (s *SentinelSet) Master(ctx context.Context) int {
 	for _, p := range s.Sentinels {
-		c := redis.NewSentinelClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p), DialTimeout: time.Second})
+		o := &redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", p), DialTimeout: time.Second}
+		if s.doors {
+			o.Username, o.Password = "svc", "svc"
+		}
+		c := redis.NewSentinelClient(o)
 		addr, err := c.GetMasterAddrByName(ctx, "wr").Result()
 		_ = c.Close()
 		if err == nil && len(addr) == 2 {

@@ -7,8 +7,32 @@
 -- epoch (acked in the prelude), only if it exists: a touch never creates a
 -- key.
 --
--- KEYS: 1 dispatch
--- Returns 1 when written, 0 when there was no dispatch hash.
+-- It first checks that this node holds the events the relay read: entry
+-- ids and event ids in ARGV. The relay may have read them from a primary
+-- that a failover replaced since (its client follows the new one between
+-- the read and this call), and there a WAIT would confirm events the new
+-- primary never had: an admission published for nobody the new primary
+-- knows, who would be admitted again.
+--
+-- KEYS: 1 dispatch, 2 outbox
+-- ARGV: stream id, event id, stream id, event id, ... of the events read
+-- Returns 1 when written, 0 when there was no dispatch hash, -1 when an
+-- event is not here (nothing written).
+for i = 1, #ARGV, 2 do
+  local e = redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i])
+  local eid = nil
+  if e[1] then
+    local f = e[1][2]
+    for j = 1, #f, 2 do
+      if f[j] == 'eid' then
+        eid = f[j + 1]
+      end
+    end
+  end
+  if eid ~= ARGV[i + 1] then
+    return -1
+  end
+end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   acked('1', KEYS[1], 'epoch')
   return 1

@@ -61,17 +61,19 @@ func TestJunkOrdersCannotLockBuyersOut(t *testing.T) {
 	}
 	tick.Stop()
 	wg.Wait()
-	t.Logf("flood of %d junk orders took %s; answers %v", junk, time.Since(start).Round(time.Millisecond), counts)
+	took := time.Since(start)
+	t.Logf("flood of %d junk orders took %s; answers %v", junk, took.Round(time.Millisecond), counts)
 	if counts[1000+http.StatusCreated] != len(buyers) {
 		t.Fatalf("buyers got 201 x%d, want %d: %v", counts[1000+http.StatusCreated], len(buyers), counts)
 	}
 	if counts[http.StatusForbidden]+counts[http.StatusTooManyRequests] != junk {
 		t.Fatalf("junk answers %v, want only 403 and 429, %d in all", counts, junk)
 	}
-	// 5/s per user with a burst of 5 over about a second: between 5 and 15
-	// of the junk are answered 403 (the rest 429), never more.
-	if n := counts[http.StatusForbidden]; n < 5 || n > 15 {
-		t.Fatalf("junk answered 403 x%d, want 5..15 (the per-user limit): %v", n, counts)
+	// 5/s per user with a burst of 5: over the flood's time (a second,
+	// longer on a loaded machine) at least the burst and at most the burst
+	// plus 5 a second of the junk are answered 403 (the rest 429).
+	if n, most := counts[http.StatusForbidden], 5+int(5*took.Seconds()+0.999); n < 5 || n > most {
+		t.Fatalf("junk answered 403 x%d in %s, want 5..%d (the per-user limit): %v", n, took.Round(time.Millisecond), most, counts)
 	}
 	if n := s.idempotencyRows(junkUser); n != 0 {
 		t.Fatalf("the junk left %d idempotency rows in Postgres, want 0", n)
