@@ -420,26 +420,22 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 }
 
 // resumedAfter is when admission resumed after a fault at faultAt, given
-// every admission's time (sorted): the end of the longest pause in
-// admissions from faultAt on, measured from faultAt (-1 if none came
-// after it). A fault that stops admissions at once ends its pause at the
-// first admission after it; one whose last admissions were already on the
-// way (a split brain's first milliseconds) ends it at the first after the
-// pause it causes, not at those.
+// every admission's time (sorted): the first admission stamped more than
+// inFlight after the fault, measured from faultAt (-1 if none came). Those
+// within inFlight were on their way when it struck (a split brain's first
+// milliseconds, before the replicas are gone); a fault that stops
+// admissions takes longer than that to recover from anyway.
 func resumedAfter(times []time.Time, faultAt time.Time) time.Duration {
-	best, resumed := time.Duration(-1), time.Duration(-1)
-	prev := faultAt
-	for _, at := range times {
-		if !at.After(faultAt) {
-			continue
-		}
-		if gap := at.Sub(prev); gap > best {
-			best, resumed = gap, at.Sub(faultAt)
-		}
-		prev = at
+	i := sort.Search(len(times), func(i int) bool { return times[i].After(faultAt.Add(inFlight)) })
+	if i == len(times) {
+		return -1
 	}
-	return resumed
+	return times[i].Sub(faultAt)
 }
+
+// inFlight is how long after a fault an admission is taken for one that
+// was already on its way.
+const inFlight = 250 * time.Millisecond
 
 // check fails the drill on anything the fault broke.
 func (o outcome) check(t *testing.T, drill string, maxResume time.Duration) {
