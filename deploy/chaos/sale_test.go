@@ -533,7 +533,9 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	if n := s.serverErr.Load(); n != 0 {
 		t.Errorf("%d answers were 5xx other than 503", n)
 		for _, svc := range []*testenv.Service{gw, ord} {
-			for _, l := range append(svc.Matching(`"level":"ERROR"`, 10), svc.Matching(`"level":"WARN"`, 15)...) {
+			// The 500s' own lines first ("request failed"), then the rest.
+			lines := append(svc.Matching(`"msg":"request failed"`, 5), svc.Matching(`"level":"ERROR"`, 10)...)
+			for _, l := range append(lines, svc.Matching(`"level":"WARN"`, 15)...) {
 				t.Logf("%s: %s", svc.Name, l)
 			}
 		}

@@ -80,6 +80,9 @@ func unavailable(err error) bool {
 		errors.As(err, &ne) || errors.As(err, &ce) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		// The transaction's deadline passed and database/sql rolled it
+		// back before its COMMIT went out.
+		errors.Is(err, sql.ErrTxDone) ||
 		errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.EPIPE) ||
@@ -88,12 +91,14 @@ func unavailable(err error) bool {
 
 // nothingStored reports whether a transaction that failed with err is
 // known not to have committed: the server answered a statement with an
-// error (the transaction is aborted, its COMMIT never succeeds), or the
-// failure came before anything was sent (no connection; pgconn.SafeToRetry).
+// error (the transaction is aborted, its COMMIT never succeeds), the
+// failure came before anything was sent (no connection; pgconn.SafeToRetry),
+// or database/sql had rolled the transaction back when its deadline passed
+// (sql.ErrTxDone: its COMMIT never went out).
 func nothingStored(err error) bool {
 	var pe *pgconn.PgError
 	var ce *pgconn.ConnectError
-	return errors.As(err, &pe) || errors.As(err, &ce) || pgconn.SafeToRetry(err)
+	return errors.As(err, &pe) || errors.As(err, &ce) || pgconn.SafeToRetry(err) || errors.Is(err, sql.ErrTxDone)
 }
 
 // pgCode returns err's SQLSTATE and constraint name, "" when it has none.

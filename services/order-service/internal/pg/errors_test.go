@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ func TestWrapClassifiesErrors(t *testing.T) {
 		{"unexpected EOF", fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF), true},
 		{"conn closed", pgconn.ErrConnClosed, true},
 		{"deadline", fmt.Errorf("timeout: %w", context.DeadlineExceeded), true},
+		{"rolled back at the deadline", fmt.Errorf("commit: %w", sql.ErrTxDone), true},
 		{"other", errors.New("something else"), false},
 	}
 	for _, c := range cases {
@@ -63,5 +65,28 @@ func TestWrapClassifiesErrors(t *testing.T) {
 	}
 	if wrap(context.Background(), "op", nil) != nil {
 		t.Error("wrap(nil) != nil")
+	}
+}
+
+// A failed transaction is known to have stored nothing when the server
+// answered with an error, nothing was sent, or database/sql rolled it back
+// before its COMMIT; a timeout or a lost connection may hide a commit.
+func TestNothingStoredOnlyWhenKnown(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"server error", fmt.Errorf("exec: %w", &pgconn.PgError{Code: "40001"}), true},
+		{"no connection", &pgconn.ConnectError{}, true},
+		{"rolled back at the deadline", fmt.Errorf("commit: %w", sql.ErrTxDone), true},
+		{"deadline", fmt.Errorf("commit: %w", context.DeadlineExceeded), false},
+		{"connection lost", fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF), false},
+		{"reset", fmt.Errorf("read: %w", syscall.ECONNRESET), false},
+	} {
+		if got := nothingStored(c.err); got != c.want {
+			t.Errorf("%s: nothingStored(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
