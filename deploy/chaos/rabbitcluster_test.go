@@ -187,8 +187,11 @@ func TestRabbitMQNodeKill(t *testing.T) {
 	t.Logf("places lost %d, admitted twice %d, bought twice %d, oversold %d; worst over %d kill(s): TokenIssued %.0f %% of the admission rate within 15 s, longest wait for the next token %s, for the next TokenIssued %s",
 		lostPlaces, admittedTwice, boughtTwice, max(0, orders-stock), kills, 100*worstFlow, worstAdmit.Round(time.Millisecond), worstEvents.Round(time.Millisecond))
 	summary(t, "rabbitmq-node-kill", distinct, lostEvents, admittedTwice+boughtTwice+renamed, len(reports), worstEvents)
+	// The flow and pause targets are asserted in make chaos (an idle
+	// machine); under make test, beside every other package, they are
+	// reported, and the counts below still must hold.
 	for _, rep := range reports {
-		if rep.flow < minFlow || rep.admissionPause > admitBound {
+		if full && (rep.flow < minFlow || rep.admissionPause > admitBound) {
 			t.Errorf("kill of node %d: TokenIssued at %.0f %% of admission within 15 s (want >= %.0f %%), admission paused %s (want under %s)",
 				rep.node+1, 100*rep.flow, 100*minFlow, rep.admissionPause.Round(time.Millisecond), admitBound)
 		}

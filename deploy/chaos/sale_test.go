@@ -525,10 +525,12 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 		return len(l.distinct(events.RoutingKeyOrderCreated)) >= len(s.created)
 	})
 	o := s.tally(t, l, rdb, r.dbURL, faultAt, e)
-	// Admission again within 5 s in make chaos, which runs the drills on
-	// their own; make test runs them beside every other package, and
-	// allows 8.
-	o.check(t, drill, pick(8*time.Second, 5*time.Second))
+	// Admission again within 5 s is asserted in make chaos, which runs the
+	// drills on an otherwise idle machine. make test runs them beside
+	// every other package on two cores, where a request can take seconds:
+	// there it must resume at all (within a minute), and the figure is
+	// reported.
+	o.check(t, drill, pick(time.Minute, 5*time.Second))
 	t.Logf("%d requests had no answer within 10 s and were sent again", s.slow.Load())
 	if n := s.serverErr.Load(); n != 0 {
 		t.Errorf("%d answers were 5xx other than 503", n)
