@@ -447,11 +447,13 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(with),
 		func(i int) []string { k := KeysFor(with[i].QueueID); return []string{k.Dispatch(), k.Outbox()} },
 		func(i int) []any {
-			args := make([]any, 0, 2*len(with[i].Events))
+			last := with[i].Events[0]
 			for _, e := range with[i].Events {
-				args = append(args, e.StreamID, e.ID)
+				if streamIDLess(last.StreamID, e.StreamID) {
+					last = e
+				}
 			}
-			return args
+			return []any{last.StreamID, last.ID}
 		}, true)
 	if err != nil {
 		return classifyf("outbox replicated", err)
@@ -465,4 +467,20 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 		}
 	}
 	return nil
+}
+
+// streamIDLess orders Redis stream entry ids ("<ms>-<seq>") as Redis does.
+func streamIDLess(a, b string) bool {
+	am, as, _ := strings.Cut(a, "-")
+	bm, bs, _ := strings.Cut(b, "-")
+	if len(am) != len(bm) {
+		return len(am) < len(bm)
+	}
+	if am != bm {
+		return am < bm
+	}
+	if len(as) != len(bs) {
+		return len(as) < len(bs)
+	}
+	return as < bs
 }

@@ -262,7 +262,7 @@ func TestOutboxEventsAreConfirmedOnTheReplicaBeforePublishing(t *testing.T) {
 	// whose replicas would confirm at once. Not confirmed.
 	batches = read()
 	k := redisstore.KeysFor(q)
-	if n := r.primary.XDel(ctx, k.Outbox(), batches[0].Events[1].StreamID).Val(); n != 1 {
+	if n := r.primary.XDel(ctx, k.Outbox(), batches[0].Events[2].StreamID).Val(); n != 1 {
 		t.Fatalf("XDEL: %d", n)
 	}
 	if err := r.s2.OutboxReplicated(ctx, batches); !notReplicated(err) {
@@ -270,7 +270,7 @@ func TestOutboxEventsAreConfirmedOnTheReplicaBeforePublishing(t *testing.T) {
 	}
 	// An event of the same entry id with another event id is not it either.
 	batches = read()
-	batches[0].Events[0].ID = "someone-else.issued"
+	batches[0].Events[len(batches[0].Events)-1].ID = "someone-else.issued"
 	if err := r.s2.OutboxReplicated(ctx, batches); !notReplicated(err) {
 		t.Fatalf("outbox with an entry id holding another event: %v, want ErrNotReplicated", err)
 	}

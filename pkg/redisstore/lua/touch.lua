@@ -7,19 +7,23 @@
 -- epoch (acked in the prelude), only if it exists: a touch never creates a
 -- key.
 --
--- It first checks that this node holds the events the relay read: entry
--- ids and event ids in ARGV. The relay may have read them from a primary
--- that a failover replaced since (its client follows the new one between
--- the read and this call), and there a WAIT would confirm events the new
--- primary never had: an admission published for nobody the new primary
--- knows, who would be admitted again.
+-- It first checks that this node holds the events the relay read. The
+-- relay may have read them from a primary that a failover replaced since
+-- (its client follows the new one between the read and this call), and
+-- there a WAIT would confirm events the new primary never had: an
+-- admission published for nobody the new primary knows, who would be
+-- admitted again. The last event read is enough: a promoted replica holds
+-- a prefix of the old primary's stream (then entries of its own), so if
+-- it holds the last one read, with that event id, it holds every one
+-- before it; an entry of its own under the same entry id has another
+-- event id.
 --
 -- KEYS: 1 dispatch, 2 outbox
--- ARGV: stream id, event id, stream id, event id, ... of the events read
--- Returns 1 when written, 0 when there was no dispatch hash, -1 when an
+-- ARGV: 1 the highest entry id read (none: no check), 2 its event id
+-- Returns 1 when written, 0 when there was no dispatch hash, -1 when the
 -- event is not here (nothing written).
-for i = 1, #ARGV, 2 do
-  local e = redis.call('XRANGE', KEYS[2], ARGV[i], ARGV[i])
+if ARGV[1] then
+  local e = redis.call('XRANGE', KEYS[2], ARGV[1], ARGV[1])
   local eid = nil
   if e[1] then
     local f = e[1][2]
@@ -29,7 +33,7 @@ for i = 1, #ARGV, 2 do
       end
     end
   end
-  if eid ~= ARGV[i + 1] then
+  if eid ~= ARGV[2] then
     return -1
   end
 end
