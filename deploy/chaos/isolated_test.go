@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,15 +76,9 @@ func TestOldPrimaryIsolatedWhileItsClientsStillReachIt(t *testing.T) {
 // replOffset is a Redis node's master_repl_offset (-1 when it does not
 // answer): it grows with every change the node makes.
 func replOffset(ctx context.Context, c *redis.Client) int64 {
-	info, err := c.Info(ctx, "replication").Result()
+	n, err := testenv.ReplOffset(ctx, c)
 	if err != nil {
 		return -1
 	}
-	for _, l := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "master_repl_offset:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return -1
+	return n
 }

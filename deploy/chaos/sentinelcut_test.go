@@ -47,14 +47,9 @@ func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 			}
 			// The probe entered before the sale's people: admitted or
 			// ordered by now, its poll answers 200 whatever it says.
-			polls, refused := 0, 0
-			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				polls++
-				if res := r.position(gw, "probe"); res.status != http.StatusOK {
-					refused++
-					t.Logf("probe poll with the sentinels cut: %d %v", res.status, res.body)
-				}
-			}
+			polls, refused := probe(r, gw, func(res response) {
+				t.Logf("probe poll with the sentinels cut: %d %v", res.status, res.body)
+			})
 			t.Logf("with the sentinels cut and the primary up: %d of %d polls answered other than 200", refused, polls)
 			if refused != 0 {
 				t.Errorf("%d of %d polls failed while only the sentinels were out of reach; want 0", refused, polls)
@@ -62,16 +57,11 @@ func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 			faultAt := killSentinelPrimary(t, ctx, set)
 			// Promoted, but the gateway cannot hear of it: it still
 			// looks for the old primary, and answers 503.
-			polls, refused = 0, 0
-			for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-				polls++
-				if res := r.position(gw, "probe"); res.status != http.StatusOK {
-					refused++
-					if res.status != http.StatusServiceUnavailable {
-						t.Errorf("probe poll after the promotion, the sentinels cut: %d %v, want 503", res.status, res.body)
-					}
+			polls, refused = probe(r, gw, func(res response) {
+				if res.status != http.StatusServiceUnavailable {
+					t.Errorf("probe poll after the promotion, the sentinels cut: %d %v, want 503", res.status, res.body)
 				}
-			}
+			})
 			t.Logf("after the promotion, the sentinels still cut: %d of %d polls answered 503", refused, polls)
 			if refused == 0 {
 				t.Errorf("every poll was answered after the promotion with the sentinels cut: the gateway was not cut off")
@@ -87,4 +77,18 @@ func TestGatewayCutOffFromTheSentinels(t *testing.T) {
 			}
 			return faultAt
 		})
+}
+
+// probe polls the probe person's position on gw every 100 ms for 3 s
+// and returns how many polls it made and how many were not
+// answered 200, each of which it hands to refused.
+func probe(r *rig, gw string, refused func(response)) (polls, notOK int) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		polls++
+		if res := r.position(gw, "probe"); res.status != http.StatusOK {
+			notOK++
+			refused(res)
+		}
+	}
+	return polls, notOK
 }

@@ -41,22 +41,3 @@ func TestClassifySortsRefusalsFromBugs(t *testing.T) {
 		}
 	}
 }
-
-// Stream entry ids order by milliseconds, then sequence, as numbers.
-func TestStreamIDLessOrdersAsRedisDoes(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want bool
-	}{
-		{"9-0", "10-0", true},
-		{"10-0", "9-0", false},
-		{"10-2", "10-10", true},
-		{"10-10", "10-2", false},
-		{"10-1", "10-1", false},
-		{"1764000000000-0", "1764000000001-0", true},
-	} {
-		if got := redisstore.StreamIDLess(c.a, c.b); got != c.want {
-			t.Errorf("%s < %s: %v, want %v", c.a, c.b, got, c.want)
-		}
-	}
-}

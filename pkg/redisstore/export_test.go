@@ -2,6 +2,3 @@ package redisstore
 
 // Classify is classify, for the tests of package redisstore_test.
 var Classify = classify
-
-// StreamIDLess is streamIDLess, for the tests of package redisstore_test.
-var StreamIDLess = streamIDLess

@@ -447,12 +447,8 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(with),
 		func(i int) []string { k := KeysFor(with[i].QueueID); return []string{k.Dispatch(), k.Outbox()} },
 		func(i int) []any {
-			last := with[i].Events[0]
-			for _, e := range with[i].Events {
-				if streamIDLess(last.StreamID, e.StreamID) {
-					last = e
-				}
-			}
+			// A batch is one XREADGROUP's reply: in entry id order.
+			last := with[i].Events[len(with[i].Events)-1]
 			return []any{last.StreamID, last.ID}
 		}, true)
 	if err != nil {
@@ -467,20 +463,4 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 		}
 	}
 	return nil
-}
-
-// streamIDLess orders Redis stream entry ids ("<ms>-<seq>") as Redis does.
-func streamIDLess(a, b string) bool {
-	am, as, _ := strings.Cut(a, "-")
-	bm, bs, _ := strings.Cut(b, "-")
-	if len(am) != len(bm) {
-		return len(am) < len(bm)
-	}
-	if am != bm {
-		return am < bm
-	}
-	if len(as) != len(bs) {
-		return len(as) < len(bs)
-	}
-	return as < bs
 }

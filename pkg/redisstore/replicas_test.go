@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -78,16 +76,7 @@ func (r *replicated) pause(t *testing.T, d time.Duration) {
 // replOffset reads master_repl_offset from INFO replication (a replica's
 // is what it has applied).
 func replOffset(c *redis.Client) (int64, error) {
-	info, err := c.Info(context.Background(), "replication").Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(l, "master_repl_offset:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no master_repl_offset in INFO replication:\n%s", info)
+	return testenv.ReplOffset(context.Background(), c)
 }
 
 func notReplicated(err error) bool {

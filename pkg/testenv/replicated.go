@@ -54,21 +54,16 @@ type SentinelOptions struct {
 	Doors bool
 }
 
-// StartSentinelSetWith starts a SentinelSet as o says.
-func StartSentinelSetWith(t testing.TB, o SentinelOptions) *SentinelSet {
-	t.Helper()
-	return startSentinelSet(t, o)
-}
-
 // StartSentinelSet starts a SentinelSet of replicas replicas; with linked,
 // each replica reaches the primary through a Proxy of its own
 // (SentinelSet.Links).
 func StartSentinelSet(t testing.TB, replicas int, linked bool) *SentinelSet {
 	t.Helper()
-	return startSentinelSet(t, SentinelOptions{Replicas: replicas, Linked: linked})
+	return StartSentinelSetWith(t, SentinelOptions{Replicas: replicas, Linked: linked})
 }
 
-func startSentinelSet(t testing.TB, o SentinelOptions) *SentinelSet {
+// StartSentinelSetWith starts a SentinelSet as o says.
+func StartSentinelSetWith(t testing.TB, o SentinelOptions) *SentinelSet {
 	t.Helper()
 	replicas, linked := o.Replicas, o.Linked
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -405,4 +400,19 @@ func logDir(t testing.TB, name string) string {
 		}
 	}
 	return t.TempDir()
+}
+
+// ReplOffset is a Redis node's master_repl_offset (INFO replication): it
+// grows with every change the node makes or receives.
+func ReplOffset(ctx context.Context, c *redis.Client) (int64, error) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "master_repl_offset:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no master_repl_offset in INFO replication:\n%s", info)
 }
