@@ -5,10 +5,10 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up images images-test
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up podman images images-test docs
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## build one static binary per service into bin/
 	@mkdir -p $(BIN)
@@ -24,10 +24,12 @@ vet: ## go vet every module of the workspace (and the image tests, which carry t
 fmt: ## gofmt the tree
 	gofmt -w pkg services
 
-test: vet ## vet, then every test with the race detector against the local servers
-	@test -z "$$(gofmt -l pkg services)" || { echo "gofmt needed:"; gofmt -l pkg services; exit 1; }
+test: vet ## install and start what the tests need (local servers, Chromium), vet, then every test with the race detector
+	@deploy/local/services-up.sh --install --tests
+	@test -z "$$(gofmt -l pkg services deploy)" || { echo "gofmt needed:"; gofmt -l pkg services deploy; exit 1; }
 	$(GO) test -race -count=1 -timeout 15m work
-	$(GO) test -count=1 -run 'DoesNotAllocate' work # allocation counts hold only without -race
+	@# allocation counts hold only without -race: the packages that count them, not the workspace
+	$(GO) test -count=1 -run 'DoesNotAllocate' $$(grep -rl --include='*_test.go' 'func Test[A-Za-z]*DoesNotAllocate' pkg services | xargs -n1 dirname | sort -u | sed 's|^|./|')
 
 fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
 	@GO=$(GO) deploy/fuzz/run.sh
@@ -46,7 +48,8 @@ gobench: ## the Go benchmarks of the store and handlers against the local server
 
 chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, a 60 s broker outage, Redis failovers (Sentinel lagging and under load, a Cluster master), a partitioned leader, a primary isolated from its sentinels and replicas (split brain), a gateway cut off from the sentinels, each RabbitMQ node of a cluster (make test runs the short forms)
 	CHAOS_FULL=1 $(GO) test -tags chaosfull -count=1 -v -timeout 30m ./deploy/chaos
-	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run TestBrokerOutageBoundsTheOutboxAndLosesNoEvent ./services/admission-dispatcher/internal/dispatch
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestBrokerOutageBoundsTheOutboxAndLosesNoEvent|TestPausedQueueIssuesNothingThenResumesAtTheRate' ./services/admission-dispatcher/internal/dispatch
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestAdaptiveAdmissionFollowsASlowDatabase' ./deploy/e2e
 
 proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
 	deploy/proto/gen.sh
@@ -54,15 +57,18 @@ proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, 
 proto-release: ## record proto/ as the event contract's last release (proto/releases/waitingroom.v1.json); refused while proto/ breaks it
 	$(GO) test ./pkg/events -run '^TestContract$$' -count=1 -update-release
 
+podman: ## install (apt-get) podman, buildah, runc where missing and set them up for a machine without systemd or a registry in reach
+	@deploy/images/podman-setup.sh --install
+
 images: ## build the four service images from deploy/Dockerfile with podman or docker, tagged localhost/waitingroom/<service>:dev (local base images where no registry is reachable: deploy/images/local-bases.sh)
 	@deploy/images/build.sh
 
-images-test: images ## build the images, then run them as the cluster does (uid 65532, read-only root, no capabilities), list their files, break the Dockerfile on purpose, and run docker-compose.yml's stack with podman
+images-test: podman images ## build the images, then run them as the cluster does (uid 65532, read-only root, no capabilities), list their files, break the Dockerfile on purpose, and run docker-compose.yml's stack with podman
 	@deploy/images/infra-images.sh
 	$(GO) test -tags images -count=1 -v -timeout 30m ./deploy/images
 
-services-up: ## start local Redis, RabbitMQ and PostgreSQL if installed and stopped
-	@deploy/local/services-up.sh
+services-up: ## install (apt-get) what is missing and start local Redis, RabbitMQ and PostgreSQL
+	@deploy/local/services-up.sh --install
 
 run: build services-up ## run what exists against local servers, dev auth on, demo queue created
 	@deploy/local/run.sh

@@ -44,9 +44,11 @@ func issuedTotal(t *testing.T, rdb redis.UniversalClient, q string) int {
 // TestDispatcherLeaderSIGKILL kills the leading dispatcher 10 times in a row
 // while 3 replicas (service defaults: 600ms lease, 100ms tick) admit a queue.
 // It checks every token is issued once and published at least once, and that
-// after each kill the queue admits again within a second: the first
-// TokenIssued after the kill (its occurred_at, Redis TIME) comes within 1 s
-// of the moment just before the SIGKILL (Redis TIME too, same host).
+// after each kill the queue admits again within a second (make chaos; 5 s in
+// make test, where a busy machine delays the new leader's first ticks): the
+// first TokenIssued after the kill (its occurred_at, Redis TIME) comes
+// within it of the moment just before the SIGKILL (Redis TIME too, same
+// host).
 func TestDispatcherLeaderSIGKILL(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -62,17 +64,17 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 	const (
 		kills      = 10
 		rate       = 100
-		maxGap     = time.Second
 		minWaiting = rate // a full second of admissions still in line at each kill
 	)
-	nUsers := pick(2000, 4000)
+	maxGap := testenv.Pick(5*time.Second, time.Second)
+	nUsers := testenv.Pick(2000, 4000)
 	gateway := start(t, "queue-gateway", r.env(nil), true)
 	r.createQueue(gateway.URL, rate)
 
 	// Most of the line enters before any dispatcher runs (entering is slow
 	// on a loaded machine), the rest while the leaders are being killed.
 	users := userNames("u", nUsers)
-	head := pick(1500, 2500)
+	head := testenv.Pick(1500, 2500)
 	enterStart := time.Now()
 	r.enterAll(gateway.URL, users[:head], 400)
 	t.Logf("%d entered in %s before the dispatchers started", head, time.Since(enterStart).Round(time.Millisecond))

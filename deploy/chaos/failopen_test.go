@@ -23,7 +23,7 @@ import (
 // (201 once, after retries at the service's Retry-After).
 func TestJunkFloodNeverOpensFailOpen(t *testing.T) {
 	t.Parallel()
-	conns, flood := pick(300, 9000), time.Duration(pick(3, 15))*time.Second
+	conns, flood := testenv.Pick(300, 9000), time.Duration(testenv.Pick(3, 15))*time.Second
 	r := newRig(t)
 	r.redisURL, r.amqpURL, r.dbURL = testenv.RedisURL(t), testenv.AMQPURL(t), testenv.PostgresURL(t)
 	r.deleteTopology()

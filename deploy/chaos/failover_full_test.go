@@ -50,7 +50,7 @@ func TestRedisClusterMasterKillWithItsReplicasBehind(t *testing.T) {
 	c := testenv.StartReplicatedCluster(t, 2, true)
 	r.redisURL = c.URL
 	r.redisEnv = map[string]string{"REDIS_WAIT_REPLICAS": "all"}
-	failoverSale(t, r, "redis-cluster-master-kill-lagging-replicas", testenv.StoreAt(t, c.URL).Client(), pick(100, 40), 80,
+	failoverSale(t, r, "redis-cluster-master-kill-lagging-replicas", testenv.StoreAt(t, c.URL).Client(), testenv.Pick(100, 40), 80,
 		func(ctx context.Context) time.Time {
 			key := redisstore.KeysFor(r.q).Config()
 			m := c.MasterOf(ctx, c.Masters[0], key)

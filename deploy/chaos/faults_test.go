@@ -110,7 +110,7 @@ func TestRedisRestart(t *testing.T) {
 
 	rs.Stop()
 	ok := 0
-	rounds := pick(1, 5)
+	rounds := testenv.Pick(1, 5)
 	for range rounds {
 		for _, c := range []struct {
 			what string
@@ -186,7 +186,7 @@ func TestOrderServiceSIGKILLBeforeCommit(t *testing.T) {
 	r.deleteTopology()
 	db := pgConn(t, direct)
 	orderEnv := r.env(map[string]string{"ORDER_LEASE": "2s", "ORDER_TX_TIMEOUT": "500ms", "REAPER_INTERVAL": "200ms"})
-	n := pick(12, 60)
+	n := testenv.Pick(12, 60)
 	gw, ord, users, toks, ids := r.startBuyers(t, orderEnv, "k", n)
 
 	pgProxy.Cut()
@@ -276,7 +276,7 @@ func TestPostgresCutDuringOrders(t *testing.T) {
 	r.deleteTopology()
 	l := r.listen(r.amqpURL)
 	db := pgConn(t, direct)
-	n := pick(20, 100)
+	n := testenv.Pick(20, 100)
 	gw, ord, users, toks, ids := r.startBuyers(t, r.env(map[string]string{"ORDER_TX_TIMEOUT": "1s"}), "p", n)
 
 	pgProxy.Cut()

@@ -23,14 +23,7 @@ import (
 const secret = "chaos-secret-0123456789abcdef-0123456789"
 
 // full is the long form (CHAOS_FULL=1): more kills, more users.
-var full = os.Getenv("CHAOS_FULL") == "1"
-
-func pick[T any](short, long T) T {
-	if full {
-		return long
-	}
-	return short
-}
+var full = testenv.Full()
 
 // summary prints the drill's Jepsen-style line to the test log and stdout.
 func summary(t *testing.T, drill string, ok, lost, dup, recovered int, gap time.Duration) {
@@ -150,6 +143,14 @@ func (r *rig) createQueue(gateway string, rate int) {
 	if res := r.call(http.MethodPut, gateway+"/admin/v1/queues/"+r.q, "ops", "admin", "",
 		map[string]any{"admissionRatePerSec": rate, "activationSpreadMs": 0}); res.status != http.StatusCreated && res.status != http.StatusOK {
 		r.t.Fatalf("create queue: %d %v", res.status, res.body)
+	}
+}
+
+// setState opens or pauses the drill's queue.
+func (r *rig) setState(gateway, state string) {
+	if res := r.call(http.MethodPut, gateway+"/admin/v1/queues/"+r.q, "ops", "admin", "",
+		map[string]any{"state": state}); res.status != http.StatusOK {
+		r.t.Fatalf("queue %s: %d %v", state, res.status, res.body)
 	}
 }
 

@@ -234,11 +234,11 @@ func TestJunkFloodsLeaveAdaptiveAdmissionAlone(t *testing.T) {
 	r := newRig(t)
 	r.redisURL, r.amqpURL, r.dbURL = testenv.RedisURL(t), testenv.AMQPURL(t), testenv.PostgresURL(t)
 	r.deleteTopology()
-	buyersN := pick(80, 300)
+	buyersN := testenv.Pick(80, 300)
 	// The floods: 300 connections sending about 1,300 lookups a
 	// second, 9,000 sending about 2,000 junk orders a second.
-	lookupConns, postConns := pick(50, 300), pick(100, 9000)
-	lookupRate, postRate := pick(300, 1300), pick(500, 2000)
+	lookupConns, postConns := testenv.Pick(50, 300), testenv.Pick(100, 9000)
+	lookupRate, postRate := testenv.Pick(300, 1300), testenv.Pick(500, 2000)
 
 	gw := start(t, "queue-gateway", r.env(nil), true)
 	ord := start(t, "order-service", r.env(nil), true)
@@ -273,7 +273,7 @@ func TestJunkFloodsLeaveAdaptiveAdmissionAlone(t *testing.T) {
 		t.Fatalf("open the queue: %d %v", res.status, res.body)
 	}
 	var tally buyerTally
-	bctx, bstop := context.WithTimeout(ctx, time.Duration(pick(60, 120))*time.Second)
+	bctx, bstop := context.WithTimeout(ctx, time.Duration(testenv.Pick(60, 120))*time.Second)
 	defer bstop()
 	var bwg sync.WaitGroup
 	for _, u := range buyers {

@@ -133,7 +133,7 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	keys := redisstore.KeysFor(r.q)
 	l := r.listen(r.amqpURL)
 
-	nUsers := pick(200, 600)
+	nUsers := testenv.Pick(200, 600)
 	stock := nUsers * 3 / 4
 	gw := start(t, "queue-gateway", r.env(nil), true)
 	ord := start(t, "order-service", r.env(nil), true)

@@ -486,7 +486,7 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	// 2,000 people in make chaos; 600 under make test, whose race detector
 	// and neighbouring packages on two cores otherwise hold orders past
 	// the buyers' 10 s timeout.
-	n := pick(600, 2000)
+	n := testenv.Pick(600, 2000)
 
 	gw := start(t, "queue-gateway", r.env(r.gatewayEnv), true)
 	ord := start(t, "order-service", r.env(nil), true)
@@ -530,7 +530,7 @@ func saleThrough(t *testing.T, r *rig, drill string, rdb redis.UniversalClient, 
 	// every other package on two cores, where a request can take seconds:
 	// there it must resume at all (within a minute), and the figure is
 	// reported.
-	o.check(t, drill, pick(time.Minute, 5*time.Second))
+	o.check(t, drill, testenv.Pick(time.Minute, 5*time.Second))
 	t.Logf("%d requests had no answer within 10 s and were sent again", s.slow.Load())
 	if n := s.serverErr.Load(); n != 0 {
 		t.Errorf("%d answers were 5xx other than 503", n)
@@ -577,7 +577,7 @@ func TestRedisFailoverWithLaggingReplicas(t *testing.T) {
 	r := newRig(t)
 	set := testenv.StartSentinelSet(t, 2, true)
 	r.redisURL = set.URL
-	failoverSale(t, r, "redis-failover-lagging-replicas", testenv.StoreAt(t, set.URL).Client(), pick(100, 40), 80,
+	failoverSale(t, r, "redis-failover-lagging-replicas", testenv.StoreAt(t, set.URL).Client(), testenv.Pick(100, 40), 80,
 		func(ctx context.Context) time.Time {
 			set.Lag(2 * time.Second)
 			time.Sleep(time.Second)

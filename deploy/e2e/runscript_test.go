@@ -40,16 +40,18 @@ func TestRunScriptStopsEveryServiceWhenItsOutputIsGone(t *testing.T) {
 		exit    int   // the script's exit status
 		allowed []int // the services' exit statuses the script may report
 		killed  int   // how many of them at least were killed (SIGKILL, 137)
+		stop    runTimeouts
 	}{
-		{"ctrl-c", []syscall.Signal{syscall.SIGINT}, 130, []int{0}, 0},
+		{"ctrl-c", []syscall.Signal{syscall.SIGINT}, 130, []int{0}, 0, drained},
 		// The second Ctrl-C lands while the gateway still drains the held
-		// request: the script kills what is left instead of dying.
-		{"ctrl-c twice", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 130, []int{0, 137}, 1},
-		{"terminal closed", []syscall.Signal{syscall.SIGHUP}, 129, []int{0}, 0},
+		// request, however slow the machine is to send it: the request
+		// may take 100 s. The script kills what is left instead of dying.
+		{"ctrl-c twice", []syscall.Signal{syscall.SIGINT, syscall.SIGINT}, 130, []int{0, 137}, 1, draining},
+		{"terminal closed", []syscall.Signal{syscall.SIGHUP}, 129, []int{0}, 0, drained},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startUpRunScript(t)
+			r := startUpRunScript(t, tc.stop)
 			if got := r.processes(); len(got.services) != len(testenv.Services) {
 				t.Fatalf("the script runs %d service processes (%v), want %d; stderr:\n%s",
 					len(got.services), got.services, len(testenv.Services), r.stderr())
@@ -106,21 +108,30 @@ type runScript struct {
 	bin    string
 	marker string // KEY=value in the environment of everything it starts
 	ports  []int
-	gw     int // the gateway's API port
+	gw     int           // the gateway's API port
+	stop   time.Duration // its STOP_TIMEOUT
 	done   chan struct{}
 	err    error // the script's exit, once done is closed
 }
 
-const (
-	// runStopTimeout is the script's STOP_TIMEOUT: above the services'
-	// SHUTDOWN_TIMEOUT, which is above their HTTP_READ_TIMEOUT, so the held
-	// request ends (and the gateway exits 0) before anything is killed.
-	runStopTimeout = 40 * time.Second
-	runShutdown    = 20 * time.Second
-	runReadTimeout = 8 * time.Second
+// runTimeouts are how long the script and its services wait when stopping.
+type runTimeouts struct {
+	stop     time.Duration // the script's STOP_TIMEOUT, then it kills
+	shutdown time.Duration // the services' SHUTDOWN_TIMEOUT
+	read     time.Duration // their HTTP_READ_TIMEOUT (and HTTP_WRITE_TIMEOUT): the held request's life
+}
+
+var (
+	// drained: STOP_TIMEOUT above SHUTDOWN_TIMEOUT above HTTP_READ_TIMEOUT,
+	// so the held request ends (and the gateway exits 0) before anything
+	// is killed.
+	drained = runTimeouts{stop: 40 * time.Second, shutdown: 20 * time.Second, read: 8 * time.Second}
+	// draining: the held request outlives any delay of a busy machine
+	// between the first signal and the next.
+	draining = runTimeouts{stop: 150 * time.Second, shutdown: 120 * time.Second, read: 100 * time.Second}
 )
 
-func startRunScript(t *testing.T) *runScript {
+func startRunScript(t *testing.T, stop runTimeouts) *runScript {
 	t.Helper()
 	id := testenv.ID(t)
 	exchange := "e2e." + id
@@ -129,14 +140,14 @@ func startRunScript(t *testing.T) *runScript {
 		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
 	})
 	testenv.PurgeAtCleanup(t, redisURL, id)
-	r := &runScript{t: t, bin: testenv.BuildServices(t), marker: "WAITINGROOM_RUN_SCRIPT_TEST=" + id, done: make(chan struct{})}
+	r := &runScript{t: t, stop: stop.stop, bin: testenv.BuildServices(t), marker: "WAITINGROOM_RUN_SCRIPT_TEST=" + id, done: make(chan struct{})}
 	portVars := []string{"GATEWAY_PORT", "ORDERS_PORT", "NOTIFICATIONS_PORT",
 		"GATEWAY_OPS_PORT", "ORDERS_OPS_PORT", "NOTIFICATIONS_OPS_PORT", "DISPATCHER_OPS_PORT"}
 	env := []string{r.marker, "BIN_DIR=" + r.bin, "DEMO_QUEUE=" + id, "DISPATCH_QUEUES=" + id,
 		"REDIS_URL=" + redisURL, "AMQP_URL=" + amqpURL, "AMQP_EXCHANGE=" + exchange, "ORDER_FAILED_QUEUE=" + exchange + ".order-failed",
 		"DATABASE_URL=" + testenv.PostgresURL(t),
-		fmt.Sprintf("STOP_TIMEOUT=%d", int(runStopTimeout.Seconds())),
-		"SHUTDOWN_TIMEOUT=" + runShutdown.String(), "HTTP_READ_TIMEOUT=" + runReadTimeout.String()}
+		fmt.Sprintf("STOP_TIMEOUT=%d", int(stop.stop.Seconds())), "SHUTDOWN_TIMEOUT=" + stop.shutdown.String(),
+		"HTTP_READ_TIMEOUT=" + stop.read.String(), "HTTP_WRITE_TIMEOUT=" + stop.read.String()}
 	for _, v := range portVars {
 		p := testenv.FreePort(t)
 		r.ports = append(r.ports, p)
@@ -181,10 +192,10 @@ func startRunScript(t *testing.T) *runScript {
 // the service then exits 1 with "address already in use" (and the script
 // talks to the other test's service), so the script runs again on new
 // ports, up to three times.
-func startUpRunScript(t *testing.T) *runScript {
+func startUpRunScript(t *testing.T, stop runTimeouts) *runScript {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		r := startRunScript(t)
+		r := startRunScript(t, stop)
 		err := r.readUntilUp()
 		switch {
 		case err == nil:
@@ -288,8 +299,8 @@ func (r *runScript) waitExit() int {
 	r.t.Helper()
 	select {
 	case <-r.done:
-	case <-time.After(runStopTimeout + 30*time.Second):
-		r.t.Fatalf("the script did not exit within %v of the signal; stderr:\n%s", runStopTimeout+30*time.Second, r.stderr())
+	case <-time.After(r.stop + 30*time.Second):
+		r.t.Fatalf("the script did not exit within %v of the signal; stderr:\n%s", r.stop+30*time.Second, r.stderr())
 	}
 	st := r.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if st.Signaled() {

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # Make sure the local Redis, RabbitMQ and PostgreSQL answer: start each one that
-# is installed and stopped. With --install, apt-get installs what is missing
-# (CI on a fresh machine); without it, a missing server is named and we fail.
+# is installed and stopped, after checking the tools deploy/local/run.sh uses
+# (curl, jq, psql). With --tests, also what the tests use: Debian's Chromium
+# (the browser test) and iproute2 (the partition drills). With --install,
+# apt-get installs what is missing (as root, or through sudo); without it,
+# or where apt-get cannot, each missing piece is named with its package and
+# we fail. make run and make test call it with --install.
 set -euo pipefail
 
-install=false
-[[ "${1:-}" == "--install" ]] && install=true
+install=false tests=false
+for arg in "$@"; do
+  case $arg in
+    --install) install=true ;;
+    --tests) tests=true ;;
+    *) echo "usage: $0 [--install] [--tests]" >&2; exit 2 ;;
+  esac
+done
 
-sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
 
 apt_updated=false
 need() { # need <command> <debian package>
@@ -16,12 +26,22 @@ need() { # need <command> <debian package>
     echo "missing: $1 (install it: apt-get install -y $2)" >&2
     return 1
   fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "missing: $1 (package $2 on Debian; this machine has no apt-get: install it with its own package manager)" >&2
+    return 1
+  fi
   if ! $apt_updated; then
-    sudo_ env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    sudo_ env DEBIAN_FRONTEND=noninteractive apt-get update -qq || {
+      echo "missing: $1: apt-get update failed (not root and no password-less sudo?): apt-get install -y $2" >&2
+      return 1
+    }
     apt_updated=true
   fi
-  echo "installing $2"
-  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+  echo "installing $2 (for $1)"
+  sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null || {
+    echo "missing: $1: could not install $2: apt-get install -y $2" >&2
+    return 1
+  }
 }
 
 wait_for() { # wait_for <name> <seconds> <command...>
@@ -40,6 +60,12 @@ need redis-cli redis-tools || missing=1
 need rabbitmq-server rabbitmq-server || missing=1
 need pg_ctlcluster postgresql || missing=1
 need psql postgresql-client || missing=1
+need curl curl || missing=1
+need jq jq || missing=1
+if $tests; then
+  need chromium chromium || missing=1
+  need ip iproute2 || missing=1
+fi
 ((missing == 0)) || exit 1
 
 # Redis: in memory only, as the tests expect (a restart loses everything).

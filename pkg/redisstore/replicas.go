@@ -235,14 +235,21 @@ func (s *Store) evalRounds(ctx context.Context, script *redis.Script, n int, key
 }
 
 // evalMixed is evalRounds with a script per call. A pipeline cannot fall
-// back from EVALSHA to EVAL per command, so when the server lost its script
-// cache (a restart, a failover) the scripts are loaded and the calls that
-// got NOSCRIPT are sent again: they did not run.
+// back from EVALSHA to EVAL per command, so when a server lost its script
+// cache (a restart, a failover to a replica that never saw the script) the
+// calls that got NOSCRIPT, which did not run, are sent again as EVAL: the
+// script's text, which also caches it on whichever node runs it. (Loading
+// the scripts and sending EVALSHA again is not enough on a Cluster just
+// failed over: the load goes to the masters the client knew, which may not
+// yet include the promoted one.)
 func (s *Store) evalMixed(ctx context.Context, script func(i int) *redis.Script, n int, keys func(i int) []string, args func(i int) []any, ack bool) ([]*redis.Cmd, []bool, error) {
 	cmds := make([]*redis.Cmd, n)
 	confirmed := make([]bool, n)
-	send := func(idx []int) error {
+	send := func(idx []int, text bool) error {
 		build := func(p redis.Pipeliner, i int) { cmds[i] = script(i).EvalSha(ctx, p, keys(i), args(i)...) }
+		if text {
+			build = func(p redis.Pipeliner, i int) { cmds[i] = script(i).Eval(ctx, p, keys(i), args(i)...) }
+		}
 		if !ack || !s.acking() {
 			_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				for _, i := range idx {
@@ -265,25 +272,18 @@ func (s *Store) evalMixed(ctx context.Context, script func(i int) *redis.Script,
 	for i := range all {
 		all[i] = i
 	}
-	err := send(all)
+	err := send(all, false)
 	var again []int
-	reload := map[*redis.Script]bool{}
 	for i, c := range cmds {
 		if c == nil {
 			continue // its round could not be made (no slot map): err says why
 		}
 		if cerr := c.Err(); cerr != nil && strings.HasPrefix(cerr.Error(), "NOSCRIPT") {
 			again = append(again, i)
-			reload[script(i)] = true
 		}
 	}
 	if len(again) > 0 {
-		for sc := range reload {
-			if lerr := sc.Load(ctx, s.rdb).Err(); lerr != nil {
-				return filled(cmds, lerr), confirmed, lerr
-			}
-		}
-		err = send(again)
+		err = send(again, true)
 	}
 	return filled(cmds, err), confirmed, err
 }

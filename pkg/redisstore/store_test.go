@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,6 +407,68 @@ func TestScriptsRunAfterScriptCacheIsLost(t *testing.T) {
 	st, err := s.Enter(ctx, q, "u")
 	if err != nil || st.Position != 1 {
 		t.Fatalf("enter after SCRIPT FLUSH: position %d err %v", st.Position, err)
+	}
+}
+
+// TestPipelinedScriptsRunWhenTheNodeStillLacksThem: a pipelined call whose
+// EVALSHA got NOSCRIPT is sent again as EVAL, so it runs even when the node
+// has still not got the script when the call comes again (a Cluster just
+// failed over, whose promoted master the client's script load did not
+// reach): here every pipeline finds the server's script cache flushed.
+func TestPipelinedScriptsRunWhenTheNodeStillLacksThem(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t)
+	rdb, err := redisstore.NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	flusher, err := redisstore.NewClient(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flusher.Close()
+	s, _ := redisstore.NewStore(rdb)
+	ctx := context.Background()
+	q := newQueue(t, s, nil)
+	users := []string{"u0", "u1", "u2"}
+	for _, u := range users {
+		if _, err := s.Enter(ctx, q, u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var flushes atomic.Int64
+	rdb.AddHook(flushEveryPipeline{func() {
+		flushes.Add(1)
+		if err := flusher.ScriptFlush(ctx).Err(); err != nil {
+			t.Error(err)
+		}
+	}})
+	many, err := s.PositionMany(ctx, q, append(users, "nobody"))
+	if err != nil || len(many) != 4 {
+		t.Fatalf("position many with the script cache flushed before every pipeline: %v %v", many, err)
+	}
+	for i, u := range users {
+		if st := many[u]; st.State != queue.Waiting || st.Position != int64(i+1) {
+			t.Fatalf("%s: %+v, want waiting at %d", u, st, i+1)
+		}
+	}
+	if n := flushes.Load(); n < 2 {
+		t.Fatalf("%d pipelines, want 2 or more (EVALSHA, then EVAL)", n)
+	}
+}
+
+// flushEveryPipeline is a go-redis hook that runs flush before each pipeline.
+type flushEveryPipeline struct{ flush func() }
+
+func (h flushEveryPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h flushEveryPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h flushEveryPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.flush()
+		return next(ctx, cmds)
 	}
 }
 

@@ -15,27 +15,69 @@ import (
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
-// is drawn below the kernel's ephemeral range, so an outgoing connection of
-// this or another test binary cannot take it between now and the listen;
-// only another FreePort can, which is one chance in thousands, and
-// StartService starts again on new ports when that happens.
+// FreePort returns a TCP port on 127.0.0.1 that is free and reserved for
+// t. It is drawn below the kernel's ephemeral range, so an outgoing
+// connection of this or another test binary cannot take it; and it is
+// reserved by a lock on a file named after it in portLocks, held until
+// t's cleanup (or the binary's death), which every FreePort of every test
+// binary respects: two packages never get the same port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	low := ephemeralLow()
-	for range 100 {
-		port := freePortFloor + rand.IntN(low-freePortFloor)
-		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			_ = ln.Close()
-			return port
+	return freePorts(t, 1)
+}
+
+// freePorts is FreePort for a block of n consecutive ports: the first.
+func freePorts(t testing.TB, n int) int {
+	t.Helper()
+	low := ephemeralLow() - n
+	for range 1000 {
+		base := freePortFloor + rand.IntN(low-freePortFloor)
+		var locks []*os.File
+		release := func() {
+			for _, l := range locks {
+				_ = l.Close()
+			}
 		}
+		for p := base; p < base+n; p++ {
+			lock, ok := reservePort(t, p)
+			if !ok {
+				break
+			}
+			locks = append(locks, lock)
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				break
+			}
+			_ = ln.Close()
+		}
+		if len(locks) == n {
+			t.Cleanup(release)
+			return base
+		}
+		release()
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	t.Fatalf("free port: none of 1000 blocks of %d between %d and %d was free and unreserved", n, freePortFloor, low+n)
+	return 0
+}
+
+// portLocks is where FreePort's reservations live, one file per port.
+var portLocks = filepath.Join(os.TempDir(), "waitingroom-test-ports")
+
+// reservePort takes the lock of port without waiting: false when another
+// test holds it.
+func reservePort(t testing.TB, port int) (*os.File, bool) {
+	if err := os.MkdirAll(portLocks, 0o777); err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(portLocks, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, false
+	}
+	return f, true
 }
 
 // freePortFloor is where FreePort starts drawing: above the ports servers

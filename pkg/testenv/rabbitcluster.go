@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +52,7 @@ func StartRabbitCluster(t testing.TB) *RabbitCluster {
 	var out []byte
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		base := rabbitClusterBase(t)
+		base := freePorts(t, rabbitClusterPorts)
 		cmd := exec.Command("bash", script, "up", c.dir, strconv.Itoa(base))
 		cmd.Env = append(os.Environ(), "RABBIT_CLUSTER_WATCH_PID="+strconv.Itoa(os.Getpid()))
 		var stderr bytes.Buffer
@@ -87,30 +85,6 @@ func StartRabbitCluster(t testing.TB) *RabbitCluster {
 		t.Fatalf("%s up printed no AMQP_URL with %d URLs:\n%s", script, rabbitClusterNodes, out)
 	}
 	return c
-}
-
-// rabbitClusterBase draws a base port below the kernel's ephemeral range
-// (as FreePort does) whose whole block is free a moment ago.
-func rabbitClusterBase(t testing.TB) int {
-	t.Helper()
-	low := ephemeralLow() - rabbitClusterPorts
-	for range 100 {
-		base := freePortFloor + rand.IntN(low-freePortFloor)
-		free := true
-		for p := base; p < base+rabbitClusterPorts && free; p++ {
-			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-			if err != nil {
-				free = false
-				continue
-			}
-			_ = ln.Close()
-		}
-		if free {
-			return base
-		}
-	}
-	t.Fatalf("no block of %d free ports for a RabbitMQ cluster", rabbitClusterPorts)
-	return 0
 }
 
 // URL is AMQP_URL for the cluster: the three nodes' URLs, comma-separated.

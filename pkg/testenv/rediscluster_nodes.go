@@ -31,17 +31,8 @@ func StartRedisClusterNodes(t testing.TB, n int) []string {
 	dir := t.TempDir()
 	addrs := make([]string, n)
 	buses := make([]int, n)
-	used := map[int]bool{}
-	free := func() int {
-		for {
-			if p := FreePort(t); !used[p] {
-				used[p] = true
-				return p
-			}
-		}
-	}
 	for i := range addrs {
-		port, bus := free(), free()
+		port, bus := FreePort(t), FreePort(t)
 		addrs[i], buses[i] = "127.0.0.1:"+strconv.Itoa(port), bus
 		startClusterNode(t, dir, port, bus)
 	}

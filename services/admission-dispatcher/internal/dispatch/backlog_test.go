@@ -2,7 +2,6 @@ package dispatch_test
 
 import (
 	"context"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -24,10 +23,7 @@ func TestBrokerOutageBoundsTheOutboxAndLosesNoEvent(t *testing.T) {
 		bound  = 2000
 		people = 5000
 	)
-	outage := 8 * time.Second
-	if os.Getenv("CHAOS_FULL") != "" {
-		outage = 60 * time.Second
-	}
+	outage := testenv.Pick(8*time.Second, 60*time.Second)
 	ctx := context.Background()
 	c := newCluster(t, dispatch.Options{Tick: 100 * time.Millisecond, Lease: time.Second, OutboxBound: bound})
 	q := c.newQueue(func(cfg *queue.Config) { cfg.AdmissionRatePerSec, cfg.MaxQueueSize = rate, 10_000 })

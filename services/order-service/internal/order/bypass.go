@@ -69,7 +69,7 @@ func (s *Service) outage(ctx context.Context, r PlaceRequest, key string, render
 	if v.IssuedAt.After(now.Add(outageSkew)) || now.After(v.IssuedAt.Add(live+outageSkew)) {
 		return render(Order{}, fmt.Errorf("%w: expired", queue.ErrInvalidToken)), false, nil
 	}
-	if err := s.bypass.allow(r.QueueID, cfg.AdmissionRatePerSec); err != nil {
+	if err := s.bypass.allow(r.QueueID, cfg.AdmissionRatePerSec, time.Now()); err != nil {
 		return render(Order{}, err), false, nil
 	}
 	maxOrders := cfg.MaxOrdersPerUser
@@ -110,10 +110,10 @@ type localLimits struct{ paces throttle.Paces }
 
 func newLocalLimits() *localLimits { return &localLimits{} }
 
-// allow takes one order from q's bucket at perSec a second, or returns a
-// *RateLimitedError saying when there will be one.
-func (l *localLimits) allow(q string, perSec float64) error {
-	if wait := l.paces.Take(q, perSec, time.Now()); wait > 0 {
+// allow takes one order from q's bucket at perSec a second at now, or
+// returns a *RateLimitedError saying when there will be one.
+func (l *localLimits) allow(q string, perSec float64, now time.Time) error {
+	if wait := l.paces.Take(q, perSec, now); wait > 0 {
 		return &RateLimitedError{RetryAfter: max(wait, 100*time.Millisecond)}
 	}
 	return nil
