@@ -33,8 +33,15 @@ type Options struct {
 	// product serialize on its row lock anyway; more connections only
 	// queue there.
 	MaxOpenConns int
-	// Log receives migration and slow-query logs (default slog.Default()).
+	// Log receives migration and slow-statement logs (default
+	// slog.Default()).
 	Log *slog.Logger
+	// Statements measures every SQL statement's duration (nil: not
+	// measured); a statement is logged at debug level from 200 ms, and as
+	// a warning only from SlowWarn (default 2s): a database slow enough to
+	// see in the metric is not yet worth a warning.
+	Statements func(time.Duration)
+	SlowWarn   time.Duration
 	// TxTimeout bounds every call, the order transaction included (default
 	// 5s): the order transaction never outlives the token's inflight lease,
 	// so a stuck database turns into a restorable failure in time.
@@ -50,6 +57,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TxTimeout <= 0 {
 		o.TxTimeout = 5 * time.Second
+	}
+	if o.SlowWarn <= 0 {
+		o.SlowWarn = 2 * time.Second
 	}
 	return o
 }
@@ -88,16 +98,11 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	sqlDB.SetConnMaxLifetime(30 * time.Minute) // follow failovers and DNS changes
 
-	slow := logger.NewSlogLogger(o.Log, logger.Config{
-		SlowThreshold:        200 * time.Millisecond,
-		LogLevel:             logger.Warn,
-		ParameterizedQueries: true, // no user ids or payloads in logs
-	})
 	gdb, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{
 		SkipDefaultTransaction: true, // single statements need no BEGIN/COMMIT around them
 		DisableAutomaticPing:   true, // we ping with the caller's context below
 		NowFunc:                func() time.Time { return time.Now().UTC() },
-		Logger:                 quietErrors{slow},
+		Logger:                 statementLog{log: o.Log, observe: o.Statements, warn: o.SlowWarn},
 	})
 	if err != nil {
 		_ = sqlDB.Close()
@@ -147,24 +152,53 @@ func setDefault(m map[string]string, k, v string) {
 	}
 }
 
-// quietErrors keeps gorm's slow-query log but not its error log: every
-// error is returned to the caller, who decides whether it is worth logging
-// (a duplicate token is not).
-type quietErrors struct{ logger.Interface }
-
-func (q quietErrors) LogMode(l logger.LogLevel) logger.Interface {
-	return quietErrors{q.Interface.LogMode(l)}
+// statementLog is gorm's logger: every statement's duration goes to the
+// metric, a slow one (from slowDebug) to a debug line and a very slow one
+// (from warn) to a warning, with the statement's text and never its
+// parameters (user ids, payloads). Errors are not logged here: each is
+// returned to the caller, who decides whether it is worth logging (a
+// duplicate token is not).
+type statementLog struct {
+	log     *slog.Logger
+	observe func(time.Duration)
+	warn    time.Duration
 }
 
-func (q quietErrors) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
-	q.Interface.Trace(ctx, begin, fc, nil)
+// slowDebug is where a statement starts to be logged at debug level.
+const slowDebug = 200 * time.Millisecond
+
+func (l statementLog) LogMode(logger.LogLevel) logger.Interface { return l }
+
+func (l statementLog) Info(ctx context.Context, msg string, args ...any) {
+	l.log.InfoContext(ctx, fmt.Sprintf(msg, args...))
 }
 
-// ParamsFilter keeps query parameters (user ids, payloads) out of the slow
-// query log; the embedded interface does not carry this optional method.
-func (q quietErrors) ParamsFilter(ctx context.Context, sql string, params ...any) (string, []any) {
-	if f, ok := q.Interface.(gorm.ParamsFilter); ok {
-		return f.ParamsFilter(ctx, sql, params...)
+func (l statementLog) Warn(ctx context.Context, msg string, args ...any) {
+	l.log.WarnContext(ctx, fmt.Sprintf(msg, args...))
+}
+
+func (l statementLog) Error(ctx context.Context, msg string, args ...any) {
+	l.log.ErrorContext(ctx, fmt.Sprintf(msg, args...))
+}
+
+func (l statementLog) Trace(ctx context.Context, begin time.Time, fc func() (string, int64), _ error) {
+	took := time.Since(begin)
+	if l.observe != nil {
+		l.observe(took)
 	}
-	return sql, params
+	level := slog.LevelDebug
+	switch {
+	case took >= l.warn:
+		level = slog.LevelWarn
+	case took < slowDebug || !l.log.Enabled(ctx, slog.LevelDebug):
+		return
+	}
+	sql, rows := fc()
+	l.log.Log(ctx, level, "slow SQL statement", "duration", took.Round(time.Millisecond), "sql", sql, "rows", rows)
+}
+
+// ParamsFilter keeps statement parameters out of the log: gorm then
+// writes the statement with its placeholders.
+func (l statementLog) ParamsFilter(_ context.Context, sql string, _ ...any) (string, []any) {
+	return sql, nil
 }

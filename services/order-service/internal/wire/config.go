@@ -57,11 +57,16 @@ type Config struct {
 	// reaper settles or restores it.
 	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`
 	// TxTimeout bounds the order transaction; far below OrderLease.
-	TxTimeout      time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
-	DBMaxConns     int           `env:"DB_MAX_CONNS" envDefault:"40"`
-	ReapInterval   time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
-	MaxQuantity    int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
-	StartupTimeout time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
+	TxTimeout  time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
+	DBMaxConns int           `env:"DB_MAX_CONNS" envDefault:"40"`
+	// DBSlowStatementWarn is how long one SQL statement may take before it
+	// is logged as a warning. Every statement's duration is in the metric
+	// waitingroom_orders_sql_statement_duration_seconds, and one from
+	// 200 ms is logged at debug level (LOG_LEVEL=debug).
+	DBSlowStatementWarn time.Duration `env:"DB_SLOW_STATEMENT_WARN" envDefault:"2s"`
+	ReapInterval        time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
+	MaxQuantity         int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
+	StartupTimeout      time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
 	// OrderFailed names the dispatcher's OrderFailed queue, which the
 	// order-service declares too.
 	config.OrderFailed
@@ -148,8 +153,8 @@ func (c *Config) Validate() error {
 	if c.RetentionInterval <= 0 {
 		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))
 	}
-	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.StartupTimeout <= 0 {
-		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY and STARTUP_TIMEOUT must be positive"))
+	if c.DBMaxConns < 1 || c.ReapInterval <= 0 || c.MaxQuantity < 1 || c.StartupTimeout <= 0 || c.DBSlowStatementWarn <= 0 {
+		errs = append(errs, errors.New("DB_MAX_CONNS, REAPER_INTERVAL, ORDER_MAX_QUANTITY, STARTUP_TIMEOUT and DB_SLOW_STATEMENT_WARN must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	requests, consumed, reaped, pruned *prometheus.CounterVec
 	health                             *prometheus.CounterVec
 	tx                                 *prometheus.HistogramVec
+	statements                         prometheus.Histogram
 	backlog                            prometheus.Gauge
 }
 
@@ -31,6 +32,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tx: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "transaction_duration_seconds",
 			Help:    "The order transaction (stock decrement, order and outbox insert), by result.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}, []string{"result"}),
+		statements: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "sql_statement_duration_seconds",
+			Help:    "Every SQL statement the order-service sends, from send to answer (slow ones are logged at debug level from 200 ms, as warnings from DB_SLOW_STATEMENT_WARN).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
 		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "token_consume_total",
 			Help: "Entry token consume attempts by outcome (ok, invalid, not_active, unavailable, error)."}, []string{"outcome"}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
@@ -42,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		health: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "health_reports_total",
 			Help: "Per-queue order health reports (order.health) by result: published, or dropped (the publish failed; never retried)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.tx, m.consumed, m.backlog, m.reaped, m.pruned, m.health)
+	reg.MustRegister(m.requests, m.tx, m.statements, m.consumed, m.backlog, m.reaped, m.pruned, m.health)
 	return m
 }
 

@@ -29,11 +29,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
+	m := newMetrics(b.Registry)
 	var db *pg.DB
 	err = service.Retry(ctx, log, "open the database", cfg.StartupTimeout,
 		func(err error) bool { return errors.Is(err, order.ErrUnavailable) },
 		func(ctx context.Context) (err error) {
-			db, err = pg.Open(ctx, cfg.Database.URL, pg.Options{MaxOpenConns: cfg.DBMaxConns, Log: log, TxTimeout: cfg.TxTimeout})
+			db, err = pg.Open(ctx, cfg.Database.URL, pg.Options{MaxOpenConns: cfg.DBMaxConns, Log: log, TxTimeout: cfg.TxTimeout,
+				Statements: func(d time.Duration) { m.statements.Observe(d.Seconds()) }, SlowWarn: cfg.DBSlowStatementWarn})
 			return err
 		})
 	if err != nil {
@@ -53,7 +55,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 	pub := publisher{pub: conn.Publisher()}
 
-	m := newMetrics(b.Registry)
 	var limits order.Limits
 	if cfg.OrderRateLimitPerQueue > 0 {
 		if limits.Queue, err = redisstore.NewRateLimiter(rdb, "wr:order:queue:", cfg.OrderRateLimitPerQueue); err != nil {
