@@ -32,7 +32,7 @@ test: vet ## vet, then every test with the race detector against the local serve
 fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
 	@GO=$(GO) deploy/fuzz/run.sh
 
-bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write BENCHMARKS.md (BENCH_QUICK=1 shortens)
+bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write docs/BENCHMARKS.md (BENCH_QUICK=1 shortens)
 	@deploy/bench/bench.sh
 
 demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print the report, stop the stack

@@ -106,7 +106,8 @@ type runScript struct {
 	bin    string
 	marker string // KEY=value in the environment of everything it starts
 	ports  []int
-	gw     int // the gateway's API port
+	gw     int    // the gateway's API port
+	queue  string // the demo queue it creates (DEMO_QUEUE)
 	done   chan struct{}
 	err    error // the script's exit, once done is closed
 }
@@ -142,7 +143,7 @@ func startRunScript(t *testing.T) *runScript {
 		r.ports = append(r.ports, p)
 		env = append(env, fmt.Sprintf("%s=%d", v, p))
 	}
-	r.gw = r.ports[0]
+	r.gw, r.queue = r.ports[0], id
 
 	stdout, w, err := os.Pipe()
 	if err != nil {
