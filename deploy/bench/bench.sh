@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make bench`: measure the waiting room on this machine and write
-# BENCHMARKS.md at the repo root. Needs: go, wrk, redis-server, redis-cli,
+# docs/BENCHMARKS.md. Needs: go, wrk, redis-server, redis-cli,
 # redis-benchmark, psql/pgbench against the local PostgreSQL, the local
 # RabbitMQ (dispatcher relay, SSE benchmark). Tools that are missing are
 # named in BENCHMARKS.md and their part is skipped.
@@ -19,7 +19,7 @@ DISP_WIN=${DISP_WINDOW:-10}   # seconds per dispatcher accuracy window (brief: 3
 RAMP_WIN=5
 PG_T=10
 if [[ $QUICK == 1 ]]; then WRK_D=5s; DISP_WIN=5; RAMP_WIN=3; PG_T=5; fi
-OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
+OUT=${BENCH_OUT:-$ROOT/docs/BENCHMARKS.md}
 W=$(mktemp -d /tmp/wr-bench.XXXXXX)
 R=$W/results.md; : >"$R"
 PGURL_BASE=${PG_URL_BASE:-postgres://postgres@127.0.0.1:5432}

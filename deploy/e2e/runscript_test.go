@@ -109,6 +109,7 @@ type runScript struct {
 	marker string // KEY=value in the environment of everything it starts
 	ports  []int
 	gw     int           // the gateway's API port
+	queue  string        // the demo queue it creates (DEMO_QUEUE)
 	stop   time.Duration // its STOP_TIMEOUT
 	done   chan struct{}
 	err    error // the script's exit, once done is closed
@@ -153,7 +154,7 @@ func startRunScript(t *testing.T, stop runTimeouts) *runScript {
 		r.ports = append(r.ports, p)
 		env = append(env, fmt.Sprintf("%s=%d", v, p))
 	}
-	r.gw = r.ports[0]
+	r.gw, r.queue = r.ports[0], id
 
 	stdout, w, err := os.Pipe()
 	if err != nil {

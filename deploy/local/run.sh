@@ -18,7 +18,7 @@
 # ORDERS_OPS_PORT, NOTIFICATIONS_OPS_PORT, DISPATCHER_OPS_PORT (9080-9083);
 # DEMO_QUEUE (demo); STOP_TIMEOUT (20, above the services' SHUTDOWN_TIMEOUT).
 # The OTEL_* variables pass through: OTEL_EXPORTER_OTLP_ENDPOINT turns
-# tracing on (README, Operating it).
+# tracing on (docs/OPERATIONS.md, Traces).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

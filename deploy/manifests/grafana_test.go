@@ -233,7 +233,7 @@ var grafanaIntervals = strings.NewReplacer("$__rate_interval", "5m", "${__rate_i
 
 func TestGrafanaDashboard(t *testing.T) {
 	reg := registeredMetrics(t)
-	// The scan must find what the README documents, or it proves nothing.
+	// The scan must find what docs/API.md and docs/RUNBOOK.md name, or it proves nothing.
 	for _, name := range []string{
 		"waitingroom_queue_waiting", "waitingroom_sse_streams_open", "waitingroom_http_request_duration_seconds",
 		"waitingroom_dispatcher_tokens_issued_total", "waitingroom_orders_transaction_duration_seconds",

@@ -15,7 +15,7 @@ import (
 // service is what the deployment files must agree on about one service.
 type service struct {
 	name string
-	// port is HTTP_ADDR's default (README, Configuration), the API port:
+	// port is HTTP_ADDR's default (docs/CONFIGURATION.md), the API port:
 	// the container port named http, the Service and EXPOSE use it. 0: no
 	// API (the dispatcher), so no HTTP_ADDR, no such port, no Service.
 	port int

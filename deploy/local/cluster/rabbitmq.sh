@@ -250,7 +250,7 @@ _rc_up() {
 	echo '[].' >"$_RC_DIR/enabled_plugins"
 	echo '# empty: the machine'"'"'s /etc/rabbitmq/rabbitmq-env.conf is not read' >"$_RC_DIR/rabbitmq-env.conf"
 	cat >"$_RC_DIR/rabbitmq.conf" <<-'EOF'
-		# The cluster README.md ("The RabbitMQ cluster this expects") describes.
+		# The cluster docs/OPERATIONS.md ("The RabbitMQ cluster this expects") describes.
 		cluster_partition_handling = pause_minority
 		queue_leader_locator = balanced
 		log.file.level = info
