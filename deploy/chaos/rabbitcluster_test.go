@@ -113,7 +113,10 @@ func TestRabbitMQNodeKill(t *testing.T) {
 		}
 		if k < kills-1 {
 			r.setState(gw.URL, "PAUSED")
+			paused, at := issuedTotal(t, rdb, r.q), time.Now()
 			cluster.Start(node)
+			t.Logf("kill %d: node %d back after %s, the queue paused at %d issued, %d now, %d in line",
+				k+1, node+1, time.Since(at).Round(100*time.Millisecond), paused, issuedTotal(t, rdb, r.q), rdb.ZCard(ctx, keys.Waiting()).Val())
 			r.setState(gw.URL, "OPEN")
 		}
 	}

@@ -22,6 +22,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+# What the script itself runs (make run installs them: services-up.sh).
+missing=()
+for tool in curl jq psql; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+if ((${#missing[@]})); then
+  echo "run.sh needs ${missing[*]}: make services-up installs them (Debian: apt-get install -y curl jq postgresql-client)" >&2
+  exit 1
+fi
+
 BIN_DIR=${BIN_DIR:-bin}
 STOP_TIMEOUT=${STOP_TIMEOUT:-20}
 DEMO_QUEUE=${DEMO_QUEUE:-demo}
