@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"sync"
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
@@ -14,48 +15,64 @@ import (
 // fresh.
 func (d *Dispatcher) ObserveHealth(h queue.OrderHealth) {
 	h.At = time.Now()
-	l := d.lead
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.served[h.QueueID] {
-		return
+	if d.leases.serves(h.QueueID) {
+		d.health.controller(h.QueueID).Observe(h)
 	}
-	c := l.health[h.QueueID]
-	if c == nil {
-		c = queue.NewRateController()
-		l.health[h.QueueID] = c
-	}
-	c.Observe(h)
 }
 
+// healthReports are the rate controllers of the queues served, fed by the
+// order-service's health reports (ObserveHealth, from the broker's
+// consumer) and read by the ticks.
+type healthReports struct {
+	mu sync.Mutex
+	by map[string]*queue.RateController
+}
+
+func newHealthReports() *healthReports { return &healthReports{by: map[string]*queue.RateController{}} }
+
 // controller is q's rate controller (made on first use).
-func (l *leader) controller(q string) *queue.RateController {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.health[q]
+func (h *healthReports) controller(q string) *queue.RateController {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.by[q]
 	if c == nil {
 		c = queue.NewRateController()
-		l.health[q] = c
+		h.by[q] = c
 	}
 	return c
+}
+
+// keep forgets the controllers of queues not in qs (no longer served).
+func (h *healthReports) keep(qs []string) {
+	served := make(map[string]bool, len(qs))
+	for _, q := range qs {
+		served[q] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for q := range h.by {
+		if !served[q] {
+			delete(h.by, q)
+		}
+	}
 }
 
 // propose is the rate ls's next tick should admit at, and why: for an
 // ADAPTIVE queue the controller's step on the latest health reports; for
 // a FIXED one (or before the first tick told the mode) none.
-func (l *leader) propose(ls *leadership, now time.Time) (float64, string) {
-	if ls.mode != queue.AdmissionAdaptive {
+func (t *ticks) propose(ls *leadership, now time.Time) (float64, string) {
+	if ls.tick.mode != queue.AdmissionAdaptive {
 		return 0, ""
 	}
 	cfg := queue.Config{
-		MinAdmissionRatePerSec: ls.minRate, MaxAdmissionRatePerSec: ls.maxRate,
-		TargetOrderLatencyMs: ls.target.Milliseconds(),
+		MinAdmissionRatePerSec: ls.tick.minRate, MaxAdmissionRatePerSec: ls.tick.maxRate,
+		TargetOrderLatencyMs: ls.tick.target.Milliseconds(),
 	}
-	step := l.controller(ls.q).Step(cfg, ls.rate, now)
+	step := t.health.controller(ls.q).Step(cfg, ls.tick.rate, now)
 	if step.Fresh {
-		l.d.m.RateDecided(ls.q, string(step.Decision))
+		t.m.RateDecided(ls.q, string(step.Decision))
 		if step.Decision == queue.RateDecrease || step.Decision == queue.RateHoldStale {
-			ls.log.Info("admission rate", "decision", step.Decision, "from", ls.rate, "to", step.Rate, "why", step.Reason)
+			ls.log.Info("admission rate", "decision", step.Decision, "from", ls.tick.rate, "to", step.Rate, "why", step.Reason)
 		}
 	}
 	return step.Rate, string(step.Decision) + ": " + step.Reason

@@ -15,26 +15,44 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
-// Store is the state the dispatcher works on. redisstore.Store implements it.
-// Leases and ticks go in rounds over many queues at once (one pipelined
-// round trip each).
+// Store is the state the dispatcher works on, in the three ports of its
+// three owners (leases, ticks, relay). redisstore.Store implements it;
+// dispatchtest has a fake and the contract both keep. Leases and ticks go
+// in rounds over many queues at once (one pipelined round trip each).
 type Store interface {
+	LeaseStore
+	TickStore
+	OutboxStore
+}
+
+// LeaseStore is leadership: the queues to compete for, their fenced
+// leases, and the lines of a queue split into lines following its leader.
+type LeaseStore interface {
 	Queues(ctx context.Context) ([]string, error)
-	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	AcquireLeases(ctx context.Context, owner string, qs []string, ttl time.Duration) []queue.LeaseReply
 	RenewLeases(ctx context.Context, owner string, leases []queue.Lease, ttl time.Duration) []queue.LeaseReply
 	ReleaseLease(ctx context.Context, q, owner string, epoch int64) error
-	IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply
 	Unregister(ctx context.Context, q string) (bool, error)
 	// A queue split into lines: its config copied to the lines, their
 	// epochs raised to the leader's.
 	SyncLines(ctx context.Context, q string) (int, error)
 	FollowLeases(ctx context.Context, owner string, lines []queue.LineLease) []queue.LeaseReply
+}
 
+// TickStore is admission: a queue's knobs, one tick of every led queue,
+// and the draw of a scheduled sale's pre-queue.
+type TickStore interface {
+	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
+	IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.IssueReply
 	StartDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error)
 	PlaceDrawn(ctx context.Context, q string, epoch int64, users []string) (queue.DrawWork, error)
 	FinishDraw(ctx context.Context, q string, epoch int64, t queue.DrawTotals) (queue.DrawWork, error)
+}
 
+// OutboxStore is the relay's: the led queues' outboxes, read by this
+// replica's consumer, confirmed on the replicas, acknowledged once
+// published.
+type OutboxStore interface {
 	EnsureOutboxGroup(ctx context.Context, q string) error
 	ReadOutboxes(ctx context.Context, consumer string, count int64, reads []queue.OutboxRead) ([]queue.OutboxBatch, error)
 	OutboxReplicated(ctx context.Context, batches []queue.OutboxBatch) error
@@ -106,16 +124,18 @@ func (o *Options) defaults() {
 // lease safe, since a leader that misses it can no longer issue.
 const DefaultLease = 600 * time.Millisecond
 
-// Dispatcher runs a worker per known queue and one relay for the queues
-// this replica leads.
+// Dispatcher runs this replica's three owners: leases (which queues it
+// leads), ticks (admission of those queues) and relay (their outboxes to
+// the broker). Run starts each one's goroutine and waits for all of them.
 type Dispatcher struct {
-	store Store
-	pub   Publisher
-	log   *slog.Logger
-	m     Metrics
-	o     Options
-	relay *relay
-	lead  *leader
+	store  Store
+	log    *slog.Logger
+	o      Options
+	warn   *warnings
+	health *healthReports
+	relay  *relay
+	leases *leases
+	ticks  *ticks
 }
 
 // New returns a Dispatcher. m may be nil: then nothing is recorded.
@@ -133,24 +153,27 @@ func New(store Store, pub Publisher, log *slog.Logger, m Metrics, o Options) (*D
 	if m == nil {
 		m = nopMetrics{}
 	}
-	d := &Dispatcher{store: store, pub: pub, log: log.With("owner", o.Owner), m: m, o: o}
-	d.relay, d.lead = newRelay(d), newLeader(d)
+	log = log.With("owner", o.Owner)
+	d := &Dispatcher{store: store, log: log, o: o, warn: newWarnings(log), health: newHealthReports()}
+	d.relay = newRelay(store, pub, log, m, o)
+	d.leases = newLeases(store, log, m, d.relay, d.warn, o)
+	d.ticks = newTicks(store, d.leases, d.relay, d.health, log, m, d.warn, o)
 	return d, nil
 }
 
 // Run discovers queues and competes for them, ticks the ones it leads and
-// relays their outboxes until ctx ends; then it releases every lease it
-// holds, so a standby takes over within a tick. A queue that disappears
-// from wr:queues has its lease released; a queue deleted and created again
-// is competed for again.
+// relays their outboxes until ctx ends; then, once every goroutine it
+// started has returned, it releases every lease it holds, so a standby
+// takes over within a tick. A queue that disappears from wr:queues has its
+// lease released; a queue deleted and created again is competed for again.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { d.relay.run(ctx) })
-	wg.Go(func() { d.lead.renewLoop(ctx) })
-	wg.Go(func() { d.lead.tickLoop(ctx) })
+	wg.Go(func() { d.leases.run(ctx) })
+	wg.Go(func() { d.ticks.run(ctx) })
 	defer func() {
 		wg.Wait()
-		d.lead.releaseAll(ctx)
+		d.leases.releaseAll(ctx)
 	}()
 	allowed := map[string]bool{}
 	for _, q := range d.o.Queues {
@@ -163,7 +186,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				d.lead.warnEvery("list queues", "err", err)
+				d.warn.every("list queues", "err", err)
 			}
 		default:
 			serve := ids[:0]
@@ -172,7 +195,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 					serve = append(serve, q)
 				}
 			}
-			d.lead.serve(ctx, serve)
+			d.leases.serve(ctx, serve)
+			d.health.keep(serve)
 		}
 		select {
 		case <-ctx.Done():

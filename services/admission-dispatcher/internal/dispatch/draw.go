@@ -12,19 +12,20 @@ import (
 // (the tick keeps reporting DRAW and starts it again).
 const drawRetry = 200 * time.Millisecond
 
-// startDraw runs ls's draw in its own goroutine unless one runs already.
+// startDraw runs ls's draw in a goroutine of the ticks' own (run waits for
+// it) unless one runs already.
 // The tick reported HeldDraw: the queue's start came and its pre-queue is
 // closed; nobody is admitted until the draw is done. A draw that fails is
 // started again by a later tick, and goes on from where it stopped.
-func (l *leader) startDraw(ctx context.Context, ls *leadership) {
-	if !ls.drawing.CompareAndSwap(false, true) {
+func (t *ticks) startDraw(ctx context.Context, ls *leadership) {
+	if !ls.tick.drawing.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
-		err := l.draw(ctx, ls)
+	t.draws.Go(func() {
+		err := t.draw(ctx, ls)
 		if err != nil && ctx.Err() == nil {
 			if errors.Is(err, queue.ErrStaleEpoch) {
-				l.stepDown(ls, "fenced off during the draw: another replica leads now")
+				t.leases.stepDown(ls, "fenced off during the draw: another replica leads now")
 			} else {
 				ls.log.Warn("draw failed; trying again", "err", err)
 			}
@@ -33,8 +34,8 @@ func (l *leader) startDraw(ctx context.Context, ls *leadership) {
 			case <-time.After(drawRetry):
 			}
 		}
-		ls.drawing.Store(false)
-	}()
+		ls.tick.drawing.Store(false)
+	})
 }
 
 // draw places ls's closed pre-queue: QueueStarted (the seed's hash) goes
@@ -42,31 +43,31 @@ func (l *leader) startDraw(ctx context.Context, ls *leadership) {
 // chunks, then QueueDrawn (the seed). Each step is fenced by the epoch and
 // safe to repeat, so a leader that dies half way leaves a draw the next
 // one finishes in the same order.
-func (l *leader) draw(ctx context.Context, ls *leadership) error {
+func (t *ticks) draw(ctx context.Context, ls *leadership) error {
 	if len(ls.lines) > 1 {
-		return l.drawLines(ctx, ls)
+		return t.drawLines(ctx, ls)
 	}
 	start := time.Now()
 	var placed int64
 	for {
-		w, err := l.d.store.StartDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
+		w, err := t.store.StartDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
 		if err != nil {
 			return err
 		}
 		if w.State != queue.DrawDrawing {
 			return nil
 		}
-		l.d.relay.kick()
+		t.relay.kick()
 		order, err := queue.DrawOrder(w.Seed, w.Remaining)
 		if err != nil {
 			return err
 		}
 		// Chunks of a few milliseconds of Redis time each, so a draw of
 		// 100,000 never blocks the server for long.
-		if err := l.place(ctx, ls, ls.q, order); err != nil {
+		if err := t.place(ctx, ls, ls.q, order); err != nil {
 			return err
 		}
-		w, err = l.d.store.FinishDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
+		w, err = t.store.FinishDraw(ctx, ls.q, ls.epoch, queue.DrawTotals{})
 		if err != nil {
 			return err
 		}
@@ -79,18 +80,18 @@ func (l *leader) draw(ctx context.Context, ls *leadership) error {
 	}
 	took := time.Since(start)
 	ls.log.Info("pre-queue drawn", "placed", placed, "took", took)
-	l.d.m.Drew(ls.q, placed, took)
-	l.d.relay.kick()
+	t.m.Drew(ls.q, placed, took)
+	t.relay.kick()
 	return nil
 }
 
 // place gives the people of order, in that order, their places in line id
 // (a queue or one of its lines), in chunks of a few milliseconds of Redis
 // time each, so a draw of 100,000 never blocks the server for long.
-func (l *leader) place(ctx context.Context, ls *leadership, id string, order []string) error {
-	chunk := l.d.o.DrawChunk
+func (t *ticks) place(ctx context.Context, ls *leadership, id string, order []string) error {
+	chunk := t.drawChunk
 	for i := 0; i < len(order); i += chunk {
-		if _, err := l.d.store.PlaceDrawn(ctx, id, ls.epoch, order[i:min(i+chunk, len(order))]); err != nil {
+		if _, err := t.store.PlaceDrawn(ctx, id, ls.epoch, order[i:min(i+chunk, len(order))]); err != nil {
 			return err
 		}
 	}
@@ -105,14 +106,14 @@ func (l *leader) place(ctx context.Context, ls *leadership, id string, order []s
 // finished last). A line whose start has not come on its master yet (its
 // clock behind line 0's) stops the draw until a later tick starts it
 // again; every step is safe to repeat.
-func (l *leader) drawLines(ctx context.Context, ls *leadership) error {
+func (t *ticks) drawLines(ctx context.Context, ls *leadership) error {
 	start := time.Now()
 	n := len(ls.lines)
 	works := make([]queue.DrawWork, n)
 	var count int64
 	for line := n - 1; line >= 0; line-- {
-		t := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count}
-		w, err := l.d.store.StartDraw(ctx, queue.LineID(ls.q, line), ls.epoch, t)
+		totals := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count}
+		w, err := t.store.StartDraw(ctx, queue.LineID(ls.q, line), ls.epoch, totals)
 		if err != nil {
 			return err
 		}
@@ -122,7 +123,7 @@ func (l *leader) drawLines(ctx context.Context, ls *leadership) error {
 		works[line] = w
 		count += w.Count
 	}
-	l.d.relay.kick()
+	t.relay.kick()
 	for line, w := range works {
 		if w.State != queue.DrawDrawing {
 			continue
@@ -131,14 +132,14 @@ func (l *leader) drawLines(ctx context.Context, ls *leadership) error {
 		if err != nil {
 			return err
 		}
-		if err := l.place(ctx, ls, queue.LineID(ls.q, line), order); err != nil {
+		if err := t.place(ctx, ls, queue.LineID(ls.q, line), order); err != nil {
 			return err
 		}
 	}
 	var placed int64
 	for line := n - 1; line >= 0; line-- {
-		t := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count - works[0].Count, OthersPlaced: placed}
-		w, err := l.d.store.FinishDraw(ctx, queue.LineID(ls.q, line), ls.epoch, t)
+		totals := queue.DrawTotals{Quiet: line > 0, OthersPreQueued: count - works[0].Count, OthersPlaced: placed}
+		w, err := t.store.FinishDraw(ctx, queue.LineID(ls.q, line), ls.epoch, totals)
 		if err != nil {
 			return err
 		}
@@ -149,7 +150,7 @@ func (l *leader) drawLines(ctx context.Context, ls *leadership) error {
 	}
 	took := time.Since(start)
 	ls.log.Info("pre-queue drawn", "lines", n, "placed", placed, "took", took)
-	l.d.m.Drew(ls.q, placed, took)
-	l.d.relay.kick()
+	t.m.Drew(ls.q, placed, took)
+	t.relay.kick()
 	return nil
 }

@@ -28,26 +28,16 @@ type lineState struct {
 	gone bool
 }
 
-// readLines learns ls's line count from the queue's config (the first tick
-// of a new leader, which reads the config anyway).
-func (ls *leadership) readLines(cfg queue.Config) {
-	if len(ls.lines) == max(1, cfg.Shards) {
-		return
-	}
-	ls.lines = make([]lineState, max(1, cfg.Shards))
-	ls.followed = len(ls.lines) == 1
-}
-
 // follow makes lines 1 and up of ls's queue follow this leader: their
 // config copied, their epochs raised. It reports whether the queue may be
 // ticked; false with the lease lost when a newer leader took a line.
-func (l *leader) follow(ctx context.Context, ls *leadership) bool {
+func (l *leases) follow(ctx context.Context, ls *leadership) bool {
 	if ls.followed {
 		return true
 	}
-	if _, err := l.d.store.SyncLines(ctx, ls.q); err != nil {
+	if _, err := l.store.SyncLines(ctx, ls.q); err != nil {
 		if ctx.Err() == nil {
-			l.warnEvery("copy the config to the lines", "queue", ls.q, "err", err)
+			l.warn.every("copy the config to the lines", "queue", ls.q, "err", err)
 		}
 		return false
 	}
@@ -55,11 +45,11 @@ func (l *leader) follow(ctx context.Context, ls *leadership) bool {
 	for i := 1; i < len(ls.lines); i++ {
 		lines = append(lines, queue.LineLease{QueueID: ls.q, Line: i, Epoch: ls.epoch})
 	}
-	for i, r := range l.d.store.FollowLeases(ctx, l.d.o.Owner, lines) {
+	for i, r := range l.store.FollowLeases(ctx, l.owner, lines) {
 		switch {
 		case r.Err != nil:
 			if ctx.Err() == nil {
-				l.warnEvery("raise the lines' epochs", "queue", ls.q, "line", lines[i].Line, "err", r.Err)
+				l.warn.every("raise the lines' epochs", "queue", ls.q, "line", lines[i].Line, "err", r.Err)
 			}
 			return false
 		case r.Epoch != ls.epoch:
@@ -69,7 +59,7 @@ func (l *leader) follow(ctx context.Context, ls *leadership) bool {
 	}
 	ls.followed = true
 	for i := 1; i < len(ls.lines); i++ {
-		l.d.relay.add(queue.LineID(ls.q, i))
+		l.relay.add(queue.LineID(ls.q, i))
 	}
 	ls.log.Info("lines follow", "lines", len(ls.lines))
 	return true

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -33,8 +34,14 @@ const (
 // pooled connection per queue, and with more queues than connections the
 // admission ticks would wait for the pool.
 type relay struct {
-	d    *Dispatcher
-	wake chan struct{}
+	store OutboxStore
+	pub   Publisher
+	log   *slog.Logger
+	m     Metrics
+	owner string        // the consumer name in the outboxes' groups
+	poll  time.Duration // Options.RelayPoll
+	most  int64         // Options.RelayBatch
+	wake  chan struct{}
 	// batch is how many events one read asks for per queue: RelayBatch,
 	// halved after a round that failed (a slow link times out on large
 	// replies, and asking for the same large batch again would time out
@@ -53,8 +60,9 @@ type relayed struct {
 	lastPrune time.Time
 }
 
-func newRelay(d *Dispatcher) *relay {
-	return &relay{d: d, wake: make(chan struct{}, 1), led: map[string]*relayed{}, batch: d.o.RelayBatch}
+func newRelay(store OutboxStore, pub Publisher, log *slog.Logger, m Metrics, o Options) *relay {
+	return &relay{store: store, pub: pub, log: log, m: m, owner: o.Owner, poll: o.RelayPoll, most: o.RelayBatch,
+		wake: make(chan struct{}, 1), led: map[string]*relayed{}, batch: o.RelayBatch}
 }
 
 // add starts relaying q (this replica leads it now). Events a previous
@@ -71,7 +79,7 @@ func (r *relay) remove(q string) {
 	r.mu.Lock()
 	delete(r.led, q)
 	r.mu.Unlock()
-	r.d.m.StoppedRelaying(q)
+	r.m.StoppedRelaying(q)
 }
 
 // kick wakes the relay: a tick wrote events.
@@ -82,11 +90,13 @@ func (r *relay) kick() {
 	}
 }
 
+// run relays until ctx ends; the Dispatcher's Run starts it and waits for
+// it.
 func (r *relay) run(ctx context.Context) {
 	pause := time.Duration(0)
 	lastBacklog := time.Time{}
 	for {
-		wait := r.d.o.RelayPoll
+		wait := r.poll
 		if pause > 0 {
 			wait = pause
 		}
@@ -111,7 +121,7 @@ func (r *relay) run(ctx context.Context) {
 		if err != nil {
 			r.batch = max(r.batch/2, minRelayBatch)
 		} else {
-			r.batch = min(2*r.batch, r.d.o.RelayBatch)
+			r.batch = min(2*r.batch, r.most)
 		}
 		if time.Since(lastBacklog) >= backlogEvery {
 			lastBacklog = time.Now()
@@ -119,7 +129,7 @@ func (r *relay) run(ctx context.Context) {
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				r.d.log.Warn("outbox relay", "err", err, "retry_in", backoff(pause).String())
+				r.log.Warn("outbox relay", "err", err, "retry_in", backoff(pause).String())
 			}
 			pause = backoff(pause)
 			continue
@@ -146,22 +156,21 @@ func (r *relay) round(ctx context.Context) error {
 	if len(led) == 0 {
 		return nil
 	}
-	o := r.d.o
 	var found []queue.OutboxBatch
 	reads := make([]queue.OutboxRead, 0, len(led))
 	for q, s := range led {
 		if !s.grouped {
-			if err := r.d.store.EnsureOutboxGroup(ctx, q); err != nil {
-				r.d.log.Warn("outbox group", "queue", q, "err", err)
+			if err := r.store.EnsureOutboxGroup(ctx, q); err != nil {
+				r.log.Warn("outbox group", "queue", q, "err", err)
 				continue
 			}
 			s.grouped = true
 		}
 		if time.Since(s.lastClaim) >= claimEvery {
 			s.lastClaim = time.Now()
-			evs, err := r.d.store.ClaimOutbox(ctx, q, o.Owner, claimIdle, r.batch)
+			evs, err := r.store.ClaimOutbox(ctx, q, r.owner, claimIdle, r.batch)
 			if err != nil {
-				r.d.log.Warn("claim outbox", "queue", q, "err", err)
+				r.log.Warn("claim outbox", "queue", q, "err", err)
 			}
 			if len(evs) > 0 {
 				found = append(found, queue.OutboxBatch{QueueID: q, Events: evs})
@@ -170,15 +179,15 @@ func (r *relay) round(ctx context.Context) error {
 		}
 		if time.Since(s.lastPrune) >= pruneEvery {
 			s.lastPrune = time.Now()
-			if n, err := r.d.store.PruneOutboxConsumers(ctx, q, o.Owner, consumerIdle); err != nil {
-				r.d.log.Debug("prune outbox consumers", "queue", q, "err", err)
+			if n, err := r.store.PruneOutboxConsumers(ctx, q, r.owner, consumerIdle); err != nil {
+				r.log.Debug("prune outbox consumers", "queue", q, "err", err)
 			} else if n > 0 {
-				r.d.log.Info("deleted idle outbox consumers", "queue", q, "count", n)
+				r.log.Info("deleted idle outbox consumers", "queue", q, "count", n)
 			}
 		}
 		reads = append(reads, queue.OutboxRead{QueueID: q, Pending: s.pending})
 	}
-	batches, err := r.d.store.ReadOutboxes(ctx, o.Owner, r.batch, reads)
+	batches, err := r.store.ReadOutboxes(ctx, r.owner, r.batch, reads)
 	if err != nil {
 		// A read whose reply was lost still delivered its events to this
 		// consumer: re-read its own pending events first next round.
@@ -193,7 +202,7 @@ func (r *relay) round(ctx context.Context) error {
 		case b.Err != nil:
 			// The group may be gone with a deleted queue, or the slot
 			// moving: look again next round, own pending events first.
-			r.d.log.Debug("read outbox", "queue", b.QueueID, "err", b.Err)
+			r.log.Debug("read outbox", "queue", b.QueueID, "err", b.Err)
 			s.grouped, s.pending = false, true
 		case len(b.Events) == 0:
 			s.pending = false // nothing of ours left unacknowledged
@@ -206,7 +215,7 @@ func (r *relay) round(ctx context.Context) error {
 	}
 	// Published only once the replicas hold them: an admission a failover
 	// then undid would be admitted again by the new primary.
-	if err := r.d.store.OutboxReplicated(ctx, found); err != nil {
+	if err := r.store.OutboxReplicated(ctx, found); err != nil {
 		for _, b := range found {
 			led[b.QueueID].pending = true
 		}
@@ -216,19 +225,19 @@ func (r *relay) round(ctx context.Context) error {
 	for _, b := range found {
 		events = append(events, b.Events...)
 	}
-	if err := r.d.pub.Publish(ctx, events); err != nil {
+	if err := r.pub.Publish(ctx, events); err != nil {
 		for _, b := range found {
 			led[b.QueueID].pending = true
 		}
 		return err
 	}
-	if err := r.d.store.AckOutboxes(ctx, found); err != nil {
+	if err := r.store.AckOutboxes(ctx, found); err != nil {
 		for _, b := range found {
 			led[b.QueueID].pending = true
 		}
 		return err
 	}
-	r.d.m.Published(events)
+	r.m.Published(events)
 	// More may be waiting (a batch was full): go again at once.
 	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= r.batch }) {
 		r.kick()
@@ -242,7 +251,7 @@ func (r *relay) observeBacklog(ctx context.Context) {
 	for q := range led {
 		qs = append(qs, q)
 	}
-	lens, err := r.d.store.OutboxLens(ctx, qs)
+	lens, err := r.store.OutboxLens(ctx, qs)
 	if err != nil {
 		return
 	}
@@ -250,7 +259,7 @@ func (r *relay) observeBacklog(ctx context.Context) {
 	defer r.mu.Unlock()
 	for q, n := range lens {
 		if r.led[q] != nil { // still led: a removed queue's gauge stays deleted
-			r.d.m.Backlog(q, n)
+			r.m.Backlog(q, n)
 		}
 	}
 }

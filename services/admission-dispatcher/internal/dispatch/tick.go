@@ -4,54 +4,113 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
 
 var tracer = telemetry.Tracer("services/admission-dispatcher")
 
+// ticks owns admission: every tick it has the leases taken that can be
+// (acquire), then ticks every queue led in one pipelined round, steering
+// an ADAPTIVE queue's rate from the order-service's health reports, and
+// starts the draw of a queue whose sale started. Its goroutine (run) alone
+// touches each leadership's tickState; the draws run in goroutines of
+// their own that run waits for before it returns.
+type ticks struct {
+	store       TickStore
+	leases      *leases
+	relay       *relay
+	health      *healthReports
+	tokens      *grant.Signer
+	log         *slog.Logger
+	m           Metrics
+	warn        *warnings
+	every       time.Duration // Options.Tick
+	outboxBound int64
+	drawChunk   int
+	draws       sync.WaitGroup
+}
+
+// tickState is what the ticks know of one led queue.
+type tickState struct {
+	rate float64
+	// mode and the ADAPTIVE knobs, as the last tick reply told them.
+	mode             queue.AdmissionMode
+	minRate, maxRate float64
+	target           time.Duration
+	// applied is when the last tick that reached Redis started; the next
+	// tick supplies grants for the span since then.
+	applied time.Time
+	held    string
+	// drawing is set while a goroutine draws the queue's pre-queue.
+	drawing atomic.Bool
+	// failures counts ticks failed in a row; lastWarn rate-limits their log.
+	failures int
+	lastWarn time.Time
+}
+
+func newTicks(store TickStore, leases *leases, relay *relay, health *healthReports, log *slog.Logger, m Metrics, warn *warnings, o Options) *ticks {
+	return &ticks{store: store, leases: leases, relay: relay, health: health, tokens: o.Tokens, log: log, m: m, warn: warn,
+		every: o.Tick, outboxBound: o.OutboxBound, drawChunk: o.DrawChunk}
+}
+
+// run acquires and ticks until ctx ends, then waits for the draws it
+// started; the Dispatcher's Run starts it and waits for it.
+func (t *ticks) run(ctx context.Context) {
+	defer t.draws.Wait()
+	every := time.NewTicker(t.every)
+	defer every.Stop()
+	for {
+		t.leases.acquire(ctx)
+		t.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-every.C:
+		}
+	}
+}
+
 // tick runs one admission tick of every queue led, in one round.
-func (l *leader) tick(ctx context.Context) {
+func (t *ticks) tick(ctx context.Context) {
 	var calls []queue.IssueCall
 	var ticking []*leadership // ticking[i] leads calls[i]
-	for _, ls := range l.leadings() {
-		l.mu.Lock()
-		lapsed := time.Now().After(ls.validUntil)
-		l.mu.Unlock()
-		if lapsed {
-			l.stepDown(ls, "the lease may have lapsed")
+	for _, ls := range t.leases.leadings() {
+		if t.leases.lapsed(ls) {
+			t.leases.stepDown(ls, "the lease may have lapsed")
 			continue
 		}
-		if ls.rate <= 0 {
+		if ls.tick.rate <= 0 {
 			// A new leader reads the rate once; after that each tick's
 			// reply carries it, so a changed knob applies at the next tick.
-			cfg, _, err := l.d.store.Config(ctx, ls.q)
+			cfg, _, err := t.store.Config(ctx, ls.q)
 			if err != nil {
 				continue // a missing queue is found by acquire; Redis away: next tick
 			}
-			ls.rate = cfg.AdmissionRatePerSec
-			l.mu.Lock() // stepDown, on the renewal goroutine, reads the count
-			ls.readLines(cfg)
-			l.mu.Unlock()
+			ls.tick.rate = cfg.AdmissionRatePerSec
+			t.leases.readLines(ls, cfg)
 		}
-		if !l.follow(ctx, ls) {
+		if !t.leases.follow(ctx, ls) {
 			continue
 		}
 		var since time.Duration
-		if !ls.applied.IsZero() {
-			since = time.Since(ls.applied)
+		if !ls.tick.applied.IsZero() {
+			since = time.Since(ls.tick.applied)
 		}
-		rate, why := l.propose(ls, time.Now())
+		rate, why := t.propose(ls, time.Now())
 		qcalls, err := lineCalls(ls, queue.IssueRequest{
-			Epoch: ls.epoch, Tick: l.d.o.Tick, OutboxBound: l.d.o.OutboxBound, Rate: rate, RateReason: why,
+			Epoch: ls.epoch, Tick: t.every, OutboxBound: t.outboxBound, Rate: rate, RateReason: why,
 		}, func(line int, r float64) ([]queue.Grant, error) {
-			return l.d.o.Tokens.Grants(ls.q, line, queue.GrantsFor(r, l.d.o.Tick, since), time.Now())
-		}, max(ls.rate, rate))
+			return t.tokens.Grants(ls.q, line, queue.GrantsFor(r, t.every, since), time.Now())
+		}, max(ls.tick.rate, rate))
 		if err != nil {
 			ls.log.Error("token generation failed", "err", err)
 			continue
@@ -72,17 +131,17 @@ func (l *leader) tick(ctx context.Context) {
 		}
 	}
 	start := time.Now()
-	replies := l.d.store.IssueAll(ctx, calls)
-	l.d.m.Ticked(time.Since(start))
+	replies := t.store.IssueAll(ctx, calls)
+	t.m.Ticked(time.Since(start))
 	linkAdmitted(span, replies)
 	wrote := false
 	for i, r := range replies {
 		ls := ticking[i]
 		if len(ls.lines) > 1 {
-			wrote = l.lineTicked(ctx, ls, start, calls[i].Line, r) || wrote
+			wrote = t.lineTicked(ctx, ls, start, calls[i].Line, r) || wrote
 			continue
 		}
-		wrote = l.applied(ctx, ls, start, r) || wrote
+		wrote = t.applied(ctx, ls, start, r) || wrote
 	}
 	for i := 0; i < len(calls); {
 		ls, j := ticking[i], i
@@ -95,7 +154,7 @@ func (l *leader) tick(ctx context.Context) {
 		i = j
 	}
 	if wrote {
-		l.d.relay.kick()
+		t.relay.kick()
 	}
 }
 
@@ -122,86 +181,86 @@ func linkAdmitted(span trace.Span, replies []queue.IssueReply) {
 // lines: line 0's is the queue's (its rate, mode, held state and draw),
 // the others' count their admissions and lengths; the queue is done with
 // once every line is gone.
-func (l *leader) lineTicked(ctx context.Context, ls *leadership, start time.Time, line int, r queue.IssueReply) bool {
+func (t *ticks) lineTicked(ctx context.Context, ls *leadership, start time.Time, line int, r queue.IssueReply) bool {
 	allGone := ls.lineApplied(line, r)
 	if r.Err == nil && !r.Gone {
-		l.d.m.LineTicked(ls.q, line, r.Issued, r.Waiting)
+		t.m.LineTicked(ls.q, line, r.Issued, r.Waiting)
 	}
 	switch {
 	case r.Gone && allGone:
-		l.stepDown(ls, "queue closed and done with")
-		l.unregister(ctx, ls.q)
+		t.leases.stepDown(ls, "queue closed and done with")
+		t.leases.unregister(ctx, ls.q)
 		return false
 	case r.Gone, errors.Is(r.Err, queue.ErrNotFound) && line > 0:
 		return false
 	case line == 0:
-		return l.applied(ctx, ls, start, r)
+		return t.applied(ctx, ls, start, r)
 	case errors.Is(r.Err, queue.ErrStaleEpoch):
-		l.stepDown(ls, "fenced off: another replica leads a line now", "line", line)
+		t.leases.stepDown(ls, "fenced off: another replica leads a line now", "line", line)
 		return false
 	case r.Err != nil:
 		if ctx.Err() == nil {
-			l.warnEvery("issue failed on a line", "queue", ls.q, "line", line, "err", r.Err)
+			t.warn.every("issue failed on a line", "queue", ls.q, "line", line, "err", r.Err)
 		}
 		return false
 	case r.Held == queue.HeldDraw:
-		l.startDraw(ctx, ls) // one draw goroutine runs every line's
+		t.startDraw(ctx, ls) // one draw goroutine runs every line's
 	}
-	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
+	t.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0
 }
 
 // applied handles one queue's tick reply; it reports whether the tick wrote
 // events for the relay.
-func (l *leader) applied(ctx context.Context, ls *leadership, start time.Time, r queue.IssueReply) bool {
+func (t *ticks) applied(ctx context.Context, ls *leadership, start time.Time, r queue.IssueReply) bool {
 	switch {
 	case errors.Is(r.Err, queue.ErrStaleEpoch):
-		l.stepDown(ls, "fenced off: another replica leads now")
+		t.leases.stepDown(ls, "fenced off: another replica leads now")
 		return false
 	case errors.Is(r.Err, queue.ErrNotFound):
-		l.stepDown(ls, "queue has no configuration")
+		t.leases.stepDown(ls, "queue has no configuration")
 		return false
 	case r.Err != nil:
 		// Not applied as far as we know (Redis away, a slot moving): the
 		// tick is retried at the next one, whose span covers this one.
-		ls.failures++
-		if ctx.Err() == nil && (ls.failures == 1 || time.Since(ls.lastWarn) >= failureLogEvery) {
-			ls.lastWarn = time.Now()
-			ls.log.Warn("issue failed; retrying every tick", "err", r.Err, "failed_ticks", ls.failures)
+		ls.tick.failures++
+		if ctx.Err() == nil && (ls.tick.failures == 1 || time.Since(ls.tick.lastWarn) >= failureLogEvery) {
+			ls.tick.lastWarn = time.Now()
+			ls.log.Warn("issue failed; retrying every tick", "err", r.Err, "failed_ticks", ls.tick.failures)
 		}
 		return false
 	case r.Gone:
-		l.stepDown(ls, "queue closed and done with")
-		l.unregister(ctx, ls.q)
+		t.leases.stepDown(ls, "queue closed and done with")
+		t.leases.unregister(ctx, ls.q)
 		return false
 	}
 	if r.Interval > 0 && !r.Paused && r.Held == "" && r.Issued+int(r.Waiting) > 0 {
-		l.d.m.Punctual(ls.q, r.Interval)
+		t.m.Punctual(ls.q, r.Interval)
 	}
-	ls.applied, ls.rate = start, r.Rate
-	ls.mode, ls.minRate, ls.maxRate, ls.target = r.Mode, r.MinRate, r.MaxRate, r.TargetLatency
-	l.d.m.Rate(ls.q, r.Rate)
-	if ls.failures > 0 {
-		ls.log.Info("issue works again", "failed_ticks", ls.failures)
-		ls.failures = 0
+	ls.tick.applied, ls.tick.rate = start, r.Rate
+	ls.tick.mode, ls.tick.minRate, ls.tick.maxRate, ls.tick.target = r.Mode, r.MinRate, r.MaxRate, r.TargetLatency
+	t.m.Rate(ls.q, r.Rate)
+	if ls.tick.failures > 0 {
+		ls.log.Info("issue works again", "failed_ticks", ls.tick.failures)
+		ls.tick.failures = 0
 	}
-	if r.Held != ls.held {
+	if r.Held != ls.tick.held {
 		if r.Held != "" {
 			level := slog.LevelWarn
 			if r.Held == queue.HeldDraw {
 				level = slog.LevelInfo // the start of a scheduled sale, not a fault
 			}
-			ls.log.Log(ctx, level, "admission held", "reason", r.Held, "bound", l.d.o.OutboxBound, "waiting", r.Waiting)
-			l.d.m.Held(ls.q, r.Held)
+			ls.log.Log(ctx, level, "admission held", "reason", r.Held, "bound", t.outboxBound, "waiting", r.Waiting)
+			t.m.Held(ls.q, r.Held)
 		} else {
-			ls.log.Info("admission resumed", "after", ls.held)
-			l.d.m.Resumed(ls.q, ls.held)
+			ls.log.Info("admission resumed", "after", ls.tick.held)
+			t.m.Resumed(ls.q, ls.tick.held)
 		}
-		ls.held = r.Held
+		ls.tick.held = r.Held
 	}
 	if r.Held == queue.HeldDraw {
-		l.startDraw(ctx, ls)
+		t.startDraw(ctx, ls)
 	}
-	l.d.m.Admitted(ls.q, r.Issued, r.Expired)
+	t.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0
 }
