@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release bench-overhead run clean services-up podman images images-test docs
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs bench-overhead run clean services-up podman images images-test
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, 
 
 proto-release: ## record proto/ as the event contract's last release (proto/releases/waitingroom.v1.json); refused while proto/ breaks it
 	$(GO) test ./pkg/events -run '^TestContract$$' -count=1 -update-release
+
+docs: ## write docs/CONFIGURATION.md and the gateway OpenAPI QueueKnobs schema from the config structs' env tags and doc comments (make test fails while they are stale)
+	$(GO) run ./deploy/docs
 
 podman: ## install (apt-get) podman, buildah, runc where missing and set them up for a machine without systemd or a registry in reach
 	@deploy/images/podman-setup.sh --install

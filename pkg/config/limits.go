@@ -11,10 +11,15 @@ import (
 // database, so they hold when those are slow, and per replica.
 type LocalLimits struct {
 	// PublicRatePerIP is requests per second per client address (an IPv4
-	// address or an IPv6 prefix, clientkey.Of) to the public routes that
-	// need no login (burst the same); 0 turns it off.
+	// address or an IPv6 network of CLIENT_IPV6_PREFIX bits, clientkey.Of)
+	// to the public routes that need no login (burst the same), counted in
+	// this replica's memory: beyond it 429 with Retry-After, with no Redis
+	// or Postgres call. 0 turns it off. Raise it for large NATs.
 	PublicRatePerIP int `env:"PUBLIC_RATE_LIMIT_PER_IP" envDefault:"20"`
-	// Keys bounds the users or addresses each such limit remembers.
+	// Keys bounds the users or addresses each such limit remembers, at
+	// least 1,000. A key whose bucket is full and has nothing in flight is
+	// forgotten at no cost; past the bound, others with nothing in flight
+	// are forgotten at random (each may then take a fresh burst).
 	Keys int `env:"LOCAL_LIMIT_KEYS" envDefault:"100000"`
 }
 

@@ -12,7 +12,8 @@ type OrderFailed struct {
 	// its dead-letter queue is the same name plus ".dlq".
 	OrderFailedQueue string `env:"ORDER_FAILED_QUEUE" envDefault:"admission-dispatcher.order-failed"`
 	// OrderFailedDeliveryLimit is how often one OrderFailed is delivered
-	// before it is dead-lettered.
+	// before it is dead-lettered. The dispatcher and the order-service
+	// must agree: the broker refuses a declaration that differs.
 	OrderFailedDeliveryLimit int `env:"ORDER_FAILED_DELIVERY_LIMIT" envDefault:"20"`
 }
 

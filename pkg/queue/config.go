@@ -7,56 +7,125 @@ import (
 )
 
 // Config holds a queue's knobs. Every field can be changed live.
+//
+// The comments are the knobs' documentation: make docs writes them into
+// docs/CONFIGURATION.md and the gateway's OpenAPI document, a doc link to
+// a constant ([MaxShards]) shown as its value, and a sentence "Valid from
+// A to B" as the range.
 type Config struct {
+	// State is OPEN (takes entries and admits at the configured rate),
+	// PAUSED (takes entries, admits nobody) or CLOSED (takes no new
+	// entries; tokens already issued stay valid).
 	State State `json:"state"`
 	// AdmissionRatePerSec is how many people are let through per second.
+	// FIXED: always this rate; ADAPTIVE: the rate it starts at, kept within
+	// MinAdmissionRatePerSec and MaxAdmissionRatePerSec. The line's
+	// capacity is computed from this configured rate, for an ADAPTIVE queue
+	// too. Valid from [MinAdmissionRate] to [MaxAdmissionRate].
 	AdmissionRatePerSec float64 `json:"admissionRatePerSec"`
 	// MaxActive caps the slots held at once (tokens issued and orders in
-	// flight); 0 means no cap.
+	// flight); 0 means no cap. Valid from 0 (no cap) to [MaxMaxActive].
 	MaxActive int64 `json:"maxActive"`
-	// MaxQueueSize caps the waiting line.
+	// MaxQueueSize caps the waiting line. Valid from 1 to
+	// [MaxMaxQueueSize].
 	MaxQueueSize int64 `json:"maxQueueSize"`
-	// MaxWaitSeconds caps the line further at MaxWaitSeconds x rate, so nobody
-	// is given a place they would wait longer than this for.
+	// MaxWaitSeconds caps the line further at MaxWaitSeconds x rate, so
+	// nobody is given a place they would wait longer than this for: the
+	// line holds at most min(MaxQueueSize, MaxWaitSeconds x
+	// AdmissionRatePerSec), which must let at least one person wait. Valid
+	// from 1 to [MaxMaxWaitSeconds].
 	MaxWaitSeconds int64 `json:"maxWaitSeconds"`
-	// TokenTTLSeconds is how long an entry token lives unused.
+	// TokenTTLSeconds is how long an entry token lives unused. Valid from
+	// [MinTokenTTLSeconds] to [MaxTokenTTLSeconds].
 	TokenTTLSeconds int64 `json:"tokenTtlSeconds"`
-	// ActivationSpreadMs spreads one batch's activate-at times over this window
-	// so a batch does not hit the order path in the same millisecond.
+	// ActivationSpreadMs spreads one batch's activate-at times over this
+	// window so a batch does not hit the order path in the same
+	// millisecond. Valid from 0 to [MaxActivationSpreadMs], and below half
+	// of TokenTTLSeconds, or tokens could expire before they activate.
 	ActivationSpreadMs int64 `json:"activationSpreadMs"`
-	// EnterChallenge is what a new entrant must show first: nothing, or a
-	// solved proof-of-work challenge (raised when bots show up).
+	// EnterChallenge is what a new entrant must show first: NONE, or
+	// PROOF_OF_WORK, a solved proof-of-work challenge for a new place
+	// (raised when bots show up).
 	EnterChallenge EnterChallenge `json:"enterChallenge"`
 	// PowDifficultyBits is the proof-of-work difficulty: leading zero bits,
-	// about 2^bits hashes per entrant. Raising it refuses solutions of
-	// challenges issued at the old difficulty.
+	// about 2^bits hashes per entrant (each bit doubles the expected work).
+	// A raise applies at once, refusing solutions of challenges issued at
+	// the old difficulty, and never touches people already in line. Valid
+	// from [MinPowDifficultyBits] to [MaxPowDifficultyBits].
 	PowDifficultyBits int64 `json:"powDifficultyBits"`
 	// MaxOrdersPerUser is how many orders one person may place in this
 	// queue, over all their entries; 0 means no limit. The order-service
-	// enforces it in the order transaction.
+	// counts them in Postgres in the order transaction; beyond it the order
+	// is refused with 409 order-limit-reached and the token is spent. Valid
+	// from 0 (no limit) to [MaxMaxOrdersPerUser].
 	MaxOrdersPerUser int64 `json:"maxOrdersPerUser"`
-	// StartsAt, when set, is when the sale starts: until then entrants are
-	// pre-queued, and at StartsAt they are placed in a random order (drawn
-	// from a seed committed when StartsAt was set), all ahead of anyone
-	// who enters after it. It can change until the start, not after.
+	// StartsAt, when set (RFC 3339), is when the sale starts: until then
+	// entrants are pre-queued, and at StartsAt they are placed in a random
+	// order, drawn from a seed committed when StartsAt was set (its SHA-256
+	// published in the queue's draw), all ahead of anyone who enters after
+	// it. null or "" removes it (the sale starts now: the pre-queue is
+	// drawn at once), and the view omits it while unset. A new StartsAt in
+	// the past or more than a year ahead is refused (400
+	// validation-failed); once the start came it cannot change (409
+	// queue-started; the same StartsAt passes). See the README's
+	// "Scheduled drops".
 	StartsAt time.Time `json:"startsAt,omitzero"`
-	// AdmissionMode FIXED admits at AdmissionRatePerSec; ADAPTIVE starts
-	// there and follows the order path's health between
-	// MinAdmissionRatePerSec and MaxAdmissionRatePerSec, aiming for order
-	// transactions under TargetOrderLatencyMs at the 95th percentile.
-	AdmissionMode          AdmissionMode `json:"admissionMode"`
-	MinAdmissionRatePerSec float64       `json:"minAdmissionRatePerSec"`
-	MaxAdmissionRatePerSec float64       `json:"maxAdmissionRatePerSec"`
-	TargetOrderLatencyMs   int64         `json:"targetOrderLatencyMs"`
-	// FailMode is what the queue does while Redis is unreachable: CLOSED
-	// answers 503 (nobody gets in, nobody is let through), OPEN lets
-	// people straight to the order form (BYPASS), each order-service
-	// replica holding the queue's orders to its admission rate.
+	// AdmissionMode FIXED admits at AdmissionRatePerSec. ADAPTIVE: the
+	// dispatcher leader steers the rate from the order-service's per-queue
+	// health reports (order.health, one a second), aiming for order
+	// transactions under TargetOrderLatencyMs at the 95th percentile. Once
+	// per new report it cuts the rate to 0.7 of itself when the order
+	// transactions' p95 is over TargetOrderLatencyMs, more than 2 % of the
+	// order attempts were answered 503 or timed out, or more than 10,000
+	// order events wait to be published, and waits 2 s before cutting
+	// again; otherwise it adds a twentieth of (MaxAdmissionRatePerSec -
+	// MinAdmissionRatePerSec). It starts from AdmissionRatePerSec, stays
+	// within [MinAdmissionRatePerSec, MaxAdmissionRatePerSec], and holds
+	// the rate when no report came for 5 s or no order finished in the
+	// last interval. The rate and the reason are in the admin view's
+	// effectiveRatePerSec and rateReason. See the README's "Adaptive
+	// admission".
+	AdmissionMode AdmissionMode `json:"admissionMode"`
+	// MinAdmissionRatePerSec is, for an ADAPTIVE queue (validated always),
+	// the rate the controller never admits slower than, however bad the
+	// order path looks. Valid from [MinAdmissionRate] to
+	// [MaxAdmissionRate].
+	MinAdmissionRatePerSec float64 `json:"minAdmissionRatePerSec"`
+	// MaxAdmissionRatePerSec is, for an ADAPTIVE queue (validated always),
+	// the rate the controller never admits faster than. Valid from
+	// [MinAdmissionRate] to [MaxAdmissionRate], and at least
+	// MinAdmissionRatePerSec, else 400 validation-failed naming
+	// MaxAdmissionRatePerSec.
+	MaxAdmissionRatePerSec float64 `json:"maxAdmissionRatePerSec"`
+	// TargetOrderLatencyMs is, for an ADAPTIVE queue, the order
+	// transactions' 95th percentile (consume to answer, as the
+	// order-service reports it) the controller keeps the order path under;
+	// a report over it cuts the rate. Valid from [MinTargetOrderLatencyMs]
+	// to [MaxTargetOrderLatencyMs].
+	TargetOrderLatencyMs int64 `json:"targetOrderLatencyMs"`
+	// FailMode is what the queue does while Redis, the line's store, is
+	// unreachable. CLOSED: enter and position answer 503
+	// backend-unavailable (nobody gets in, nobody is let through). OPEN:
+	// enter and position answer 200 state BYPASS, the page goes straight to
+	// the order form, and the order-service takes the queue's orders
+	// without an entry token, held to AdmissionRatePerSec by a limiter per
+	// replica, stock still in the database. Every service reads the mode
+	// from configurations it refreshes every second, so a queue made or
+	// changed less than a second before an outage may not be known yet
+	// (503). Leave and the admin API answer 503 either way; when Redis is
+	// back the line resumes. See the README's "Fail mode".
 	FailMode FailMode `json:"failMode"`
 	// Shards is how many sub-lines the line is split into, each in a
-	// Redis Cluster hash slot of its own (1 to MaxShards): one sale's
-	// enters and admissions then spread over the cluster's masters. It is
-	// fixed while anyone is in the queue (see lines.go).
+	// Redis Cluster hash slot of its own, so one sale's enters and
+	// admissions spread over the cluster's masters (see docs/API.md,
+	// "Sharding a queue", and pkg/queue/lines.go). A person's line is a
+	// hash of their user id; each tick admits from each line its share of
+	// the queue's earliest arrivals, never by the lines' lengths, so the
+	// admission order follows the entry order within a stated bound (a
+	// line made long by junk is no faster for anyone). Set it when creating the queue: it can change only
+	// while nobody is in the queue (else 409 shards-fixed). With a
+	// StartsAt, each line draws its own pre-queue with the queue's one
+	// seed. Valid from 1 to [MaxShards].
 	Shards int `json:"shards"`
 }
 

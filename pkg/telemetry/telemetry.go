@@ -5,12 +5,20 @@
 // the broker even when the broker was down in between.
 //
 // Tracing is off unless OTEL_EXPORTER_OTLP_ENDPOINT (or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER is set, and
-// OTEL_SDK_DISABLED is not "true". While it is off no instrumentation is
-// installed at all (Enabled decides), so the hot paths pay nothing; trace
-// context already in a message is still passed on. The SDK and the
-// exporters are set up by the process shell (service.Run), so the domain
-// packages that start spans depend on the OpenTelemetry API only.
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) or OTEL_TRACES_EXPORTER (other than
+// "none") is set, and OTEL_SDK_DISABLED is not "true". While it is off no
+// instrumentation is installed at all (Enabled decides), so the hot paths
+// pay nothing; trace context already in a message is still passed on. The
+// SDK and the exporters are set up by the process shell (service.Run), so
+// the domain packages that start spans depend on the OpenTelemetry API
+// only.
+//
+// Every service reads the standard variables the same way, through the
+// SDK itself: OTEL_EXPORTER_OTLP_PROTOCOL, http/protobuf (the default) or
+// grpc; OTEL_TRACES_SAMPLER (default parentbased_always_on) and
+// OTEL_TRACES_SAMPLER_ARG; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES
+// (service.name defaults to the service's name); OTEL_BSP_* for the batch
+// exporter. See docs/DESIGN.md "Tracing".
 package telemetry
 
 import (

@@ -15,31 +15,41 @@ import (
 
 // Config is the admission-dispatcher's environment.
 type Config struct {
-	// OpsAddr is the dispatcher's only listener (it serves no API):
-	// /metrics, /healthz, /readyz and pprof when PPROF_ENABLED.
+	// OpsAddr is the ops listener: /metrics, /healthz, /readyz (a 503 says
+	// which checks failed and why) and, when PPROF_ENABLED, /debug/pprof/,
+	// for Prometheus, probes and operators. Keep it off the public network.
+	// Always on; tests use 127.0.0.1:0 and read the bound address.
 	OpsAddr string `env:"OPS_ADDR" envDefault:":9083"`
 	config.HTTP
 	config.Log
 	config.Redis
 	config.AMQP
-	// Tick is the admission period.
+	// Tick is the admission period, from 10ms to 10s.
 	Tick time.Duration `env:"DISPATCH_TICK" envDefault:"100ms"`
-	// Lease is the per-queue leadership lease; a standby takes over within
-	// lease + tick after a leader dies (600ms + 100ms: a killed leader's
-	// queue admits again within a second). Renewed every third of it.
+	// Lease is the per-queue leadership lease, at least three ticks, renewed
+	// every third of it. A standby takes over within lease + tick after a
+	// leader dies (600ms + 100ms: a SIGKILLed leader's queue admits again
+	// within a second); fencing makes a short lease safe.
 	Lease time.Duration `env:"DISPATCH_LEASE" envDefault:"600ms"`
 	// OutboxMaxBacklog holds a queue's admission while its outbox has this
 	// many events the broker has not confirmed, so a long broker outage
-	// cannot fill Redis; 0 turns the bound off.
+	// cannot fill Redis: nobody in that queue is admitted
+	// (waitingroom_dispatcher_admission_held{queue,reason} is 1, a warning
+	// is logged, and GET /admin/v1/queues/{q} shows admissionHeld:
+	// OUTBOX_BACKLOG) until the relay has drained it; nothing is dropped.
+	// 0 turns the bound off.
 	OutboxMaxBacklog int64 `env:"OUTBOX_MAX_BACKLOG" envDefault:"100000"`
-	// Queues limits this deployment to some queue ids (sharding); empty = all.
+	// Queues limits this deployment to some queue ids, comma-separated
+	// (sharding); empty, it serves all.
 	Queues []string `env:"DISPATCH_QUEUES"`
-	// InstanceID names this replica in leases; defaults to hostname + random.
+	// InstanceID names this replica in leases (the lease owner id); unset,
+	// the hostname (the pod's name in Kubernetes) and a random suffix.
 	InstanceID string `env:"INSTANCE_ID"`
-	// OrderFailed names the quorum queue OrderFailed is consumed from and
-	// how often one is delivered before it is dead-lettered.
+	// OrderFailed: the dispatcher consumes OrderFailed from this queue and
+	// restores the failed orders' tokens.
 	config.OrderFailed
-	// EntryTokens signs the tokens the ticks hand out (ENTRY_TOKEN_KEYS).
+	// EntryTokens: the dispatcher signs the entry tokens its ticks hand out
+	// with ENTRY_TOKEN_KEYS.
 	config.EntryTokens
 }
 

@@ -17,10 +17,13 @@ import (
 
 // Config is the order-service's environment.
 type Config struct {
+	// HTTPAddr is the API listener's address, the port the ingress routes
+	// to. (The dispatcher serves no API and does not read it.)
 	HTTPAddr string `env:"HTTP_ADDR" envDefault:":8081"`
-	// OpsAddr is the ops listener (/metrics, /healthz, /readyz, pprof when
-	// PPROF_ENABLED): for Prometheus, probes and operators, never routed
-	// to the world.
+	// OpsAddr is the ops listener: /metrics, /healthz, /readyz (a 503 says
+	// which checks failed and why) and, when PPROF_ENABLED, /debug/pprof/,
+	// for Prometheus, probes and operators. Keep it off the public network.
+	// Always on; tests use 127.0.0.1:0 and read the bound address.
 	OpsAddr string `env:"OPS_ADDR" envDefault:":9081"`
 	config.HTTP
 	config.Log
@@ -30,60 +33,93 @@ type Config struct {
 	config.Auth
 	config.Proxies
 	config.CORS
-	// OrderRateLimitPerQueue is orders per second per queue before 429; 0 = off.
+	// OrderRateLimitPerQueue is, per queue, order requests per second whose
+	// entry token passed the cheap, read-only check, before 429; junk never
+	// counts here. 0 turns it off.
 	OrderRateLimitPerQueue int `env:"ORDER_RATE_LIMIT_PER_QUEUE" envDefault:"500"`
 	// OrderRateLimitPerUser is, per user, order requests per second whose
 	// entry token failed the cheap check (junk, spent, not yet active)
-	// before 429; 0 = off. Requests with a usable token never count.
+	// before 429, answered from Redis alone, never Postgres. Requests with
+	// a usable token never count. 0 turns it off.
 	OrderRateLimitPerUser int `env:"ORDER_RATE_LIMIT_PER_USER" envDefault:"5"`
-	// OrderLocalRatePerUser and OrderLocalInFlightPerUser limit each
-	// user's order requests in this replica's memory, before the entry
-	// token is checked: a flood from one login never reaches Redis beyond
-	// them. 0 turns either off.
-	OrderLocalRatePerUser     int `env:"ORDER_LOCAL_RATE_PER_USER" envDefault:"10"`
+	// OrderLocalRatePerUser is, per user, order requests per second (burst
+	// the same), counted in this replica's memory (pkg/throttle) before the
+	// entry token is checked: beyond it 429 rate-limited with Retry-After,
+	// with no Redis or Postgres call, so a flood from one login never
+	// reaches Redis beyond it. 0 turns it off.
+	OrderLocalRatePerUser int `env:"ORDER_LOCAL_RATE_PER_USER" envDefault:"10"`
+	// OrderLocalInFlightPerUser is, per user, order requests in flight at
+	// once in this replica, checked with ORDER_LOCAL_RATE_PER_USER (429 with
+	// Retry-After 1 s beyond): a flood over many connections from one login
+	// holds at most this many of the Redis pool. 0 turns it off.
 	OrderLocalInFlightPerUser int `env:"ORDER_LOCAL_INFLIGHT_PER_USER" envDefault:"4"`
-	// OrderLookupRatePerUser limits each user's GET /api/v1/orders/{id} per
-	// second in this replica's memory, before Postgres; OrderLookupMaxInFlight
-	// caps the replica's lookups in flight, whoever sends them, so lookups
-	// never hold more than that many of DB_MAX_CONNS. 0 turns either off.
+	// OrderLookupRatePerUser is, per user, GET /api/v1/orders/{id} per
+	// second (burst the same), counted in this replica's memory before
+	// Postgres. 0 turns it off.
 	OrderLookupRatePerUser int `env:"ORDER_LOOKUP_RATE_PER_USER" envDefault:"5"`
+	// OrderLookupMaxInFlight caps this replica's order lookups in flight,
+	// whoever sends them (429 beyond), so lookups never hold more than this
+	// many of DB_MAX_CONNS: keep it below that. 0 turns it off.
 	OrderLookupMaxInFlight int `env:"ORDER_LOOKUP_MAX_INFLIGHT" envDefault:"8"`
-	// LocalLimits: PUBLIC_RATE_LIMIT_PER_IP (GET /api/v1/products) and
-	// LOCAL_LIMIT_KEYS.
+	// LocalLimits: PUBLIC_RATE_LIMIT_PER_IP limits the order-service's
+	// public route, GET /api/v1/products.
 	config.LocalLimits
-	// ClientIPv6Prefix is the prefix length an IPv6 client is limited by.
+	// ClientIPv6Prefix is the prefix length, 32 to 128, an IPv6 client is
+	// counted by in per-address limits and caps: one subscriber holds at
+	// least a /64 and may pick a fresh address of it for every request;
+	// 128 counts every address alone. An IPv4-mapped address counts as the
+	// IPv4 address. Keys look like 203.0.113.7 and 2001:db8:1:2::/64
+	// (clientkey.Of).
 	ClientIPv6Prefix int `env:"CLIENT_IPV6_PREFIX" envDefault:"64"`
 	// OrderLease is how long a consumed token may stay unsettled before the
-	// reaper settles or restores it.
+	// reaper settles or restores it; at least three ORDER_TX_TIMEOUTs, so
+	// the reaper never races a live order.
 	OrderLease time.Duration `env:"ORDER_LEASE" envDefault:"30s"`
-	// TxTimeout bounds the order transaction; far below OrderLease.
-	TxTimeout  time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
-	DBMaxConns int           `env:"DB_MAX_CONNS" envDefault:"40"`
+	// TxTimeout bounds the order transaction: at most a third of
+	// ORDER_LEASE.
+	TxTimeout time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
+	// DBMaxConns is the size of the PostgreSQL connection pool.
+	DBMaxConns int `env:"DB_MAX_CONNS" envDefault:"40"`
 	// DBSlowStatementWarn is how long one SQL statement may take before it
 	// is logged as a warning. Every statement's duration is in the metric
 	// waitingroom_orders_sql_statement_duration_seconds, and one from
 	// 200 ms is logged at debug level (LOG_LEVEL=debug).
 	DBSlowStatementWarn time.Duration `env:"DB_SLOW_STATEMENT_WARN" envDefault:"2s"`
-	ReapInterval        time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
-	MaxQuantity         int           `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
-	StartupTimeout      time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
-	// OrderFailed names the dispatcher's OrderFailed queue, which the
-	// order-service declares too.
+	// ReapInterval is the reaper's period.
+	ReapInterval time.Duration `env:"REAPER_INTERVAL" envDefault:"1s"`
+	// MaxQuantity is the largest quantity one order may ask for.
+	MaxQuantity int `env:"ORDER_MAX_QUANTITY" envDefault:"10"`
+	// StartupTimeout is how long start-up keeps retrying a PostgreSQL that
+	// is not up yet before it fails (the Kubernetes startup probe allows
+	// 90 s).
+	StartupTimeout time.Duration `env:"STARTUP_TIMEOUT" envDefault:"60s"`
+	// OrderFailed: the order-service declares the dispatcher's OrderFailed
+	// queue too, so a failure published before the dispatcher's first
+	// start waits for it.
 	config.OrderFailed
 	// OutboxRetention keeps published order events in the outbox table
-	// this long (for inspection); IdempotencyKeyRetention keeps
-	// Idempotency-Key outcomes this long (a retry after that is a new
-	// request). 0 keeps rows forever. RetentionInterval is the pause between
-	// deletion passes.
-	OutboxRetention         time.Duration `env:"OUTBOX_RETENTION" envDefault:"72h"`
+	// this long, for inspection. 0 keeps them forever; otherwise it must be
+	// at least 1h and ten ORDER_LEASEs (an outbox row's event id keeps a
+	// failure from being recorded twice while the reaper may still act on
+	// its token).
+	OutboxRetention time.Duration `env:"OUTBOX_RETENTION" envDefault:"72h"`
+	// IdempotencyKeyRetention keeps Idempotency-Key outcomes this long: a
+	// retry after that is a new request. 0 keeps them forever; otherwise it
+	// must be at least 1h and ten ORDER_LEASEs (a key must outlive its
+	// client's retries).
 	IdempotencyKeyRetention time.Duration `env:"IDEMPOTENCY_KEY_RETENTION" envDefault:"24h"`
-	RetentionInterval       time.Duration `env:"RETENTION_INTERVAL" envDefault:"5m"`
-	// HealthInterval is how often the service reports each queue's order
-	// path (order.health: orders, p95, unavailable) for the dispatcher's
-	// adaptive admission; 0 turns the reports off.
+	// RetentionInterval is the pause between the passes that delete what
+	// OUTBOX_RETENTION and IDEMPOTENCY_KEY_RETENTION let go.
+	RetentionInterval time.Duration `env:"RETENTION_INTERVAL" envDefault:"5m"`
+	// HealthInterval is how often each replica publishes its per-queue
+	// order health (order.health: orders, p95, unavailable) for the
+	// dispatcher's adaptive admission. 0 turns the reports off; otherwise
+	// from 100ms to 2s, well inside the 5 s after which the dispatcher
+	// takes a queue without a report as stale.
 	HealthInterval time.Duration `env:"ORDER_HEALTH_INTERVAL" envDefault:"1s"`
-	// EntryTokens checks the signed entry tokens a queue that fails OPEN
-	// takes while Redis is down (ENTRY_TOKEN_KEYS, the dispatcher's list).
+	// EntryTokens: while Redis is down, the order-service checks with
+	// ENTRY_TOKEN_KEYS the signed entry tokens and the gateway's passes a
+	// queue that fails OPEN takes.
 	config.EntryTokens
 	// FailOpenMaxOrdersPerUser bounds one person's orders in a queue that
 	// sets no maxOrdersPerUser while Redis is down and the queue fails
