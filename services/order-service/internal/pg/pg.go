@@ -17,12 +17,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-	"gorm.io/plugin/opentelemetry/tracing"
 
 	"github.com/waitingroom/waitingroom/pkg/telemetry"
 )
@@ -89,6 +89,13 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = o.TxTimeout
 	}
+	if telemetry.Enabled() {
+		// A span a statement, at the driver, without the values bound to
+		// it (user ids, idempotency keys: otelpgx leaves them out unless
+		// asked). gorm's own tracing plugin would link the ClickHouse and
+		// MySQL drivers into the build.
+		cfg.Tracer = otelpgx.NewTracer(otelpgx.WithDisableConnectionDetailsInAttributes())
+	}
 
 	sqlDB := stdlib.OpenDB(*cfg)
 	sqlDB.SetMaxOpenConns(o.MaxOpenConns)
@@ -107,14 +114,6 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 	if err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("pg: open: %w", err)
-	}
-	if telemetry.Enabled() {
-		// A span a statement, without the values bound to it (user ids,
-		// idempotency keys) and without the plugin's own metrics.
-		if err := gdb.Use(tracing.NewPlugin(tracing.WithoutMetrics(), tracing.WithoutQueryVariables())); err != nil {
-			_ = sqlDB.Close()
-			return nil, fmt.Errorf("pg: tracing: %w", err)
-		}
 	}
 	d := &DB{gdb: gdb, sql: sqlDB, opts: o}
 	if err := d.Ping(ctx); err != nil {
