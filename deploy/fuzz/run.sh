@@ -31,8 +31,10 @@ mapfile -t dirs < <(grep -rlE --include='*_test.go' --exclude-dir=testdata '^fun
 	xargs -r -n1 dirname | sort -u)
 
 targets=() # "./relative/dir FuzzName"
+say "finding the targets of ${#dirs[@]} packages: each package's tests are compiled once (minutes on a cold build cache)"
 for d in "${dirs[@]}"; do
 	rel="./${d#"$root"/}"
+	say "listing $rel"
 	if ! out="$("$GO" test -list '^Fuzz' "$rel" 2>&1)"; then
 		printf '%s\n' "$out"
 		say "listing $rel failed"
@@ -53,7 +55,7 @@ summary=()
 for t in "${targets[@]}"; do
 	read -r rel name <<<"$t"
 	log="$logs/$name.log"
-	say "$name ($rel)"
+	say "$name ($rel): building its instrumented test binary, then fuzzing for $FUZZTIME"
 	"$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$rel" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	last="$(grep -E '^fuzz: elapsed' "$log" | tail -1)"
