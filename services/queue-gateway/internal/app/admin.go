@@ -17,7 +17,7 @@ func (s *Service) Configure(ctx context.Context, q string, patch queue.Patch) (q
 	if !queue.ValidID(q) {
 		return queue.Config{}, false, ErrInvalidQueueID
 	}
-	return s.store.UpdateConfig(ctx, q, func(cur queue.Config, _ bool) (queue.Config, error) {
+	return s.queues.UpdateConfig(ctx, q, func(cur queue.Config, _ bool) (queue.Config, error) {
 		next := patch.Apply(cur)
 		errs := next.Validate()
 		if t := next.StartsAt; !t.IsZero() && !t.Equal(cur.StartsAt) {
@@ -41,7 +41,7 @@ func (s *Service) Queue(ctx context.Context, q string) (queue.Config, queue.Stat
 	if !queue.ValidID(q) {
 		return queue.Config{}, queue.Stats{}, ErrInvalidQueueID
 	}
-	return s.store.Config(ctx, q)
+	return s.queues.Config(ctx, q)
 }
 
 // Close stops entries to q and drops its line; it returns how many people
@@ -52,9 +52,9 @@ func (s *Service) Close(ctx context.Context, q string) (int64, error) {
 	if !queue.ValidID(q) {
 		return 0, ErrInvalidQueueID
 	}
-	n, err := s.store.Close(ctx, q)
+	n, err := s.queues.Close(ctx, q)
 	if errors.Is(err, queue.ErrNotFound) {
-		removed, uerr := s.store.Unregister(ctx, q)
+		removed, uerr := s.queues.Unregister(ctx, q)
 		if uerr != nil {
 			return 0, uerr
 		}
@@ -67,7 +67,7 @@ func (s *Service) Close(ctx context.Context, q string) (int64, error) {
 
 // Queues lists the known queue ids, sorted.
 func (s *Service) Queues(ctx context.Context) ([]string, error) {
-	ids, err := s.store.Queues(ctx)
+	ids, err := s.queues.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -86,5 +86,5 @@ func (s *Service) Lengths(ctx context.Context, limit int) (map[string]int64, err
 	if len(ids) > limit {
 		ids = ids[:limit]
 	}
-	return s.store.Waiting(ctx, ids)
+	return s.queues.Waiting(ctx, ids)
 }

@@ -13,15 +13,29 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/ticket"
 )
 
-// Store is the persistence the gateway needs. redisstore.Store implements it.
+// Store is the persistence the gateway needs, in the ports of its two use
+// cases: the line a person stands in, and the queues an operator runs.
+// redisstore.Store implements both.
 type Store interface {
+	Line
+	Queues
+}
+
+// Line is a person's side: a place, where it stands, leaving, and the
+// challenge a queue asks of a new entrant.
+type Line interface {
 	EnterWithProof(ctx context.Context, q, user string, proof queue.Proof) (queue.Standing, error)
 	Position(ctx context.Context, q, user string) (queue.Standing, error)
 	Leave(ctx context.Context, q, user string) (bool, error)
-	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
-	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	// Challenge reads q's enter challenge and difficulty, in one cheap read.
 	Challenge(ctx context.Context, q string) (queue.EnterChallenge, int64, error)
+}
+
+// Queues is the operator's side (and the public view of a queue): the
+// knobs, the live figures, closing and removing, the list.
+type Queues interface {
+	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
+	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	Close(ctx context.Context, q string) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)
 	Queues(ctx context.Context) ([]string, error)
@@ -60,7 +74,8 @@ func (e *InvalidConfigError) Error() string {
 // Service runs the gateway's use cases; every port (HTTP, the queue length
 // gauge) reaches the store and the limiters only through it.
 type Service struct {
-	store   Store
+	line    Line
+	queues  Queues
 	signer  *challenge.Signer
 	limits  Limits
 	configs Configs
@@ -102,7 +117,7 @@ func New(store Store, signer *challenge.Signer, limits Limits, configs Configs, 
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Service{store: store, signer: signer, limits: limits, configs: configs, m: m, public: newPublicViews()}, nil
+	return &Service{line: store, queues: store, signer: signer, limits: limits, configs: configs, m: m, public: newPublicViews()}, nil
 }
 
 func checkIDs(q, user string) error {

@@ -43,7 +43,7 @@ func (s *Service) enter(ctx context.Context, q, user, solution string) (st queue
 			proved = ok && int64(p.Bits) >= cfg.PowDifficultyBits
 		}
 	}
-	st, err = s.store.EnterWithProof(ctx, q, user, proof)
+	st, err = s.line.EnterWithProof(ctx, q, user, proof)
 	return s.withTicket(q, user, st), proved, err
 }
 
@@ -54,7 +54,7 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 	if err := checkIDs(q, user); err != nil {
 		return challenge.Challenge{}, err
 	}
-	kind, bits, err := s.store.Challenge(ctx, q)
+	kind, bits, err := s.line.Challenge(ctx, q)
 	if cfg, open := s.failsOpen(q, err); open && err != nil {
 		// Redis is down and q fails OPEN: an enter with a solution gets a
 		// pass, so the challenge is issued at the difficulty last read.
@@ -138,7 +138,7 @@ func (s *Service) position(ctx context.Context, q, user, tk string) (queue.Stand
 		return st, err
 	}
 	s.m.PositionRead(readStore)
-	st, err := s.store.Position(ctx, q, user)
+	st, err := s.line.Position(ctx, q, user)
 	return s.withTicket(q, user, st), err
 }
 
@@ -147,6 +147,6 @@ func (s *Service) Leave(ctx context.Context, q, user string) error {
 	if err := checkIDs(q, user); err != nil {
 		return err
 	}
-	_, err := s.store.Leave(ctx, q, user)
+	_, err := s.line.Leave(ctx, q, user)
 	return err
 }

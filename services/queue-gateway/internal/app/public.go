@@ -61,7 +61,7 @@ func (s *Service) PublicQueue(ctx context.Context, q string) (queue.Config, queu
 		if v, ok := s.public.fresh(q); ok {
 			return v, nil
 		}
-		cfg, st, err := s.store.Config(context.WithoutCancel(ctx), q)
+		cfg, st, err := s.queues.Config(context.WithoutCancel(ctx), q)
 		if err != nil {
 			return nil, err
 		}
