@@ -51,6 +51,7 @@ var rules = []rule{
 	// keeps them out of the binaries).
 	{"services/order-service/internal/order/ordertest", infrastructure},
 	{"services/admission-dispatcher/internal/restore/restoretest", infrastructure},
+	{"services/admission-dispatcher/internal/dispatch/dispatchtest", infrastructure},
 	{"services/notification-service/internal/stream/streamtest", infrastructure},
 	// The event contract: protobuf is its format, but a consumer of the
 	// contract needs no broker client, HTTP framework or database.

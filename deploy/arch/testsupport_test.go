@@ -8,8 +8,9 @@ import (
 
 // testSupport tells the workspace's test-support packages: the fakes of
 // the domain's ports with their contract suites (ordertest, restoretest,
-// streamtest), authtest and testenv. They import package testing, and
-// some of them the real servers' clients; only tests may import them.
+// dispatchtest, streamtest), authtest and testenv. They import package
+// testing, and some of them the real servers' clients; only tests may
+// import them.
 func testSupport(path string) bool {
 	return strings.HasSuffix(path, "test") || path == mod+"pkg/testenv"
 }
@@ -34,6 +35,7 @@ func TestTestSupportOnlyInTests(t *testing.T) {
 	for _, want := range []string{
 		"services/order-service/internal/order/ordertest",
 		"services/admission-dispatcher/internal/restore/restoretest",
+		"services/admission-dispatcher/internal/dispatch/dispatchtest",
 		"services/notification-service/internal/stream/streamtest",
 		"pkg/testenv",
 	} {
