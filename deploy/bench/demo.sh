@@ -19,8 +19,18 @@ make --no-print-directory build services-up >/dev/null
 echo "starting the stack (logs: $log)"
 setsid deploy/local/run.sh >"$log" 2>&1 &
 runpid=$!
+# warnings prints the services' WARN and ERROR lines by message: a healthy
+# demo has none but AUTH_DEV_MODE's notices, which make run sets on purpose.
+warnings() {
+  local n
+  n=$(grep -E '"level":"(WARN|ERROR)"' "$log" | grep -vc 'AUTH_DEV_MODE is on' || true)
+  echo "warnings and errors in the services' logs: $n (besides the AUTH_DEV_MODE notices)"
+  grep -E '"level":"(WARN|ERROR)"' "$log" | grep -v 'AUTH_DEV_MODE is on' |
+    sed -E 's/.*"level":"([A-Z]+)".*"msg":"([^"]*)".*/  \1 \2/' | sort | uniq -c | sort -rn | head -10
+}
 stop() {
   trap - INT TERM EXIT
+  warnings
   echo "stopping the stack"
   kill -TERM -- "-$runpid" 2>/dev/null || kill -TERM "$runpid" 2>/dev/null || true
   for _ in $(seq 1 200); do kill -0 "$runpid" 2>/dev/null || break; sleep 0.1; done

@@ -151,8 +151,8 @@ func setDefault(m map[string]string, k, v string) {
 	}
 }
 
-// statementLog is gorm's logger: every statement's duration goes to the
-// metric, a slow one (from slowDebug) to a debug line and a very slow one
+// statementLog is gorm's logger: every statement's duration (from the
+// call, so a wait for a pooled connection counts) goes to the metric, a slow one (from slowDebug) to a debug line and a very slow one
 // (from warn) to a warning, with the statement's text and never its
 // parameters (user ids, payloads). Errors are not logged here: each is
 // returned to the caller, who decides whether it is worth logging (a
@@ -193,7 +193,7 @@ func (l statementLog) Trace(ctx context.Context, begin time.Time, fc func() (str
 		return
 	}
 	sql, rows := fc()
-	l.log.Log(ctx, level, "slow SQL statement", "duration", took.Round(time.Millisecond), "sql", sql, "rows", rows)
+	l.log.Log(ctx, level, "slow SQL statement", "duration", took.Round(time.Millisecond).String(), "sql", sql, "rows", rows)
 }
 
 // ParamsFilter keeps statement parameters out of the log: gorm then
