@@ -12,6 +12,7 @@ help: ## list targets
 
 build: ## build one static binary per service into bin/
 	@mkdir -p $(BIN)
+	@test -d "$$($(GO) env GOMODCACHE)/github.com/gin-gonic" || echo "a cold first build: the modules are downloaded and compiled first (a few minutes)"
 	@for s in $(SERVICES); do \
 	  echo "build $$s"; \
 	  CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/$$s ./services/$$s || exit 1; \
