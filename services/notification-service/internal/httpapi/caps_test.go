@@ -44,7 +44,7 @@ func newCappedServer(t *testing.T, h *hub.Hub, reg *prometheus.Registry, m strea
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
-	t.Cleanup(func() { h.CloseAll(); srv.Close() })
+	t.Cleanup(func() { h.CloseAll(); srv.Close(); _ = api.Close() })
 	return &capped{server: &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}, reg: reg}
 }
 

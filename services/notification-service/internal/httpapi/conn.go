@@ -16,12 +16,17 @@ import (
 // when the hub has messages for it or its heartbeat is due, the watcher
 // notices the client leaving, and a timer marks the heartbeats. It is the
 // stream's hub.Sink.
+//
+// The goroutines it starts outside the pools, a write finishing what the
+// socket did not take at once and its heartbeat timer's callback, are
+// counted in its streams' tasks, which Close waits for.
 type conn struct {
-	nc  net.Conn
-	raw syscall.RawConn // nc's descriptor, for writes that do not wait; nil if it has none
-	sub *stream.Subscription
-	s   *streams
-	id  uint64 // the watcher's
+	nc     net.Conn
+	raw    syscall.RawConn // nc's descriptor, for writes that do not wait; nil if it has none
+	sub    *stream.Subscription
+	s      *streams
+	id     uint64 // the watcher's; under its mu
+	polled bool   // in the watcher's epoll instance; under its mu
 
 	mu     sync.Mutex
 	state  int  // idle, queued, writing or again
@@ -53,7 +58,10 @@ func newConn(s *streams, nc net.Conn, sub *stream.Subscription) *conn {
 func (c *conn) start() {
 	c.s.watch.add(c)
 	c.mu.Lock()
-	c.timer = time.AfterFunc(c.s.o.Heartbeat, c.heartbeat)
+	if !c.closed {
+		c.s.tasks.Add(1) // the callback's, done when it ran or was stopped
+		c.timer = time.AfterFunc(c.s.o.Heartbeat, c.heartbeat)
+	}
 	c.mu.Unlock()
 	c.sub.Attach(c)
 }
@@ -70,8 +78,8 @@ func (c *conn) Closed() {
 		return
 	}
 	c.closed = true
-	if c.timer != nil {
-		c.timer.Stop()
+	if c.timer != nil && c.timer.Stop() {
+		c.s.tasks.Done() // the callback will not run; one that runs sees closed
 	}
 	c.mu.Unlock()
 	c.s.watch.remove(c)
@@ -81,33 +89,25 @@ func (c *conn) Closed() {
 // gone: the client closed its end (the watcher saw it).
 func (c *conn) gone() { c.sub.Close() }
 
-// readUntilGone reads c's connection until the client leaves, for a
-// connection the watcher has no descriptor of: it costs a goroutine.
-func readUntilGone(c *conn) {
-	var b [64]byte
-	for {
-		if _, err := c.nc.Read(b[:]); err != nil {
-			c.gone()
-			return
-		}
-	}
-}
-
 // heartbeat marks a heartbeat due, every SSE_HEARTBEAT from the open, and
-// hands c to the writers.
+// hands c to the writers. It is the timer's callback, on a goroutine of
+// its own, counted in tasks from when the timer was armed.
 func (c *conn) heartbeat() {
+	defer c.s.tasks.Done()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	c.beat = true
+	c.s.tasks.Add(1) // the next callback's; this one's is still counted
 	c.timer.Reset(c.s.o.Heartbeat)
 	c.mu.Unlock()
 	c.schedule()
 }
 
-// schedule hands c to the writers unless they have it already.
+// schedule hands c to the writers unless they have it already. Once they
+// are closed they take nothing; by then every stream was closed.
 func (c *conn) schedule() {
 	c.mu.Lock()
 	switch c.state {
@@ -124,9 +124,10 @@ func (c *conn) schedule() {
 
 // run is a writer's turn at c: what waits (live frames, a heartbeat) in
 // one write that does not wait for the socket. What the socket does not
-// take at once is finished by a goroutine of its own, which waits for it
-// up to the write timeout, while the writer goes on to other streams. buf
-// is the writer's scratch space, returned for its next turn.
+// take at once is finished by a goroutine of its own (counted in tasks),
+// which waits for it up to the write timeout or until the connection
+// closes, while the writer goes on to other streams. buf is the writer's
+// scratch space, returned for its next turn.
 func (c *conn) run(buf []byte) []byte {
 	c.mu.Lock()
 	if c.closed {
@@ -153,7 +154,8 @@ func (c *conn) run(buf []byte) []byte {
 	case err != nil:
 		c.fail()
 	case n < len(buf):
-		go c.finish(bytes.Clone(buf[n:]), msgs)
+		rest := bytes.Clone(buf[n:])
+		c.s.tasks.Go(func() { c.finish(rest, msgs) })
 	default:
 		c.delivered(msgs)
 		c.release()

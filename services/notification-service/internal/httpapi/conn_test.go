@@ -61,7 +61,7 @@ func newRigOn(t *testing.T, buffer int, o stream.Options, wrap func(net.Listener
 		srv.Listener = wrap(srv.Listener)
 	}
 	srv.Start()
-	t.Cleanup(func() { h.CloseAll(); srv.Close() })
+	t.Cleanup(func() { h.CloseAll(); srv.Close(); _ = api.Close() })
 	return &rig{server: &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}, addr: srv.Listener.Addr().String(), reg: reg}
 }
 

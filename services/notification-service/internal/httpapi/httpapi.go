@@ -1,5 +1,21 @@
 // Package httpapi is the notification-service's HTTP port: its routes, the
 // Server-Sent Events handler and the OpenAPI document.
+//
+// Besides net/http's own, the handler runs the goroutines that serve the
+// streams whose connections it took over (stream.go), and each has an
+// owner that Handler.Close stops and waits for:
+//   - the openers and the writers (pool.work) belong to their pool
+//     (writers.go), whose close ends them;
+//   - the epoll goroutine (watcher.poll, watch_linux.go) and the readers
+//     of connections epoll cannot watch (readUntilGone) belong to the
+//     watcher (watch.go), whose close ends every stream it still watches;
+//   - a write finishing what a socket did not take at once (conn.finish)
+//     and a heartbeat timer's callback (conn.heartbeat) are counted in the
+//     streams' tasks (stream.go); they end with their connection, which the
+//     watcher's close closes.
+//
+// The service closes the Handler once its API server has stopped
+// (wire.New).
 package httpapi
 
 import (
@@ -36,8 +52,26 @@ type Options struct {
 	CORSOrigins []string
 }
 
+// Handler is the notification-service's routes. It owns the goroutines
+// that serve the event streams whose connections it took over; Close stops
+// them.
+type Handler struct {
+	http.Handler
+	streams *streams
+}
+
+// Close ends every stream whose connection the handler took over and
+// returns once every goroutine serving them has returned. A stream asked
+// for afterwards is refused with 503. Call it once the server stopped
+// passing requests on (service.Group closes its resources after its
+// components returned). It always returns nil.
+func (h *Handler) Close() error {
+	h.streams.close()
+	return nil
+}
+
 // New returns the notification-service's routes.
-func New(o Options) (http.Handler, error) {
+func New(o Options) (*Handler, error) {
 	if o.Service == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
 		return nil, errors.New("httpapi: service, verifier, log, registry and health are required")
 	}
@@ -48,8 +82,8 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &streams{svc: o.Service, o: o.Service.Options(), openers: newOpeners(), writers: newWriters()}
+	h := newStreams(o.Service)
 	e.GET("/api/v1/queues/:queueId/events", o.Verifier.Middleware(true), h.handle)
 	httpserver.ServeOpenAPI(e, OpenAPI)
-	return e, nil
+	return &Handler{Handler: e, streams: h}, nil
 }

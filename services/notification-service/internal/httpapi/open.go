@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,11 +13,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/waitingroom/waitingroom/pkg/problem"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
 // openTimeout bounds a subscription's read of the user's standing, which
-// the client's leaving no longer cancels.
+// the client's leaving no longer cancels (the streams' close does).
 const openTimeout = 5 * time.Second
 
 // opening is a stream request whose connection the handler took over. An
@@ -33,10 +35,13 @@ type opening struct {
 // run subscribes o and answers it; buf is scratch space, returned for the
 // next opening.
 func (o *opening) run(buf []byte) []byte {
-	ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+	ctx, cancel := context.WithTimeout(o.h.ctx, openTimeout)
 	sub, err := o.h.svc.Subscribe(ctx, o.req)
 	cancel()
 	if err != nil {
+		if errors.Is(err, context.Canceled) && o.h.ctx.Err() != nil {
+			err = hub.ErrShut // the streams closed while it waited: the replica is stopping
+		}
 		return o.refuse(buf, err)
 	}
 	setStreamHeaders(o.hdr)

@@ -75,6 +75,7 @@ func FuzzStreamRequest(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Cleanup(func() { _ = e.Close() })
 	tokens := map[string]string{}
 	for _, u := range []string{"alice", "bob"} {
 		if tokens[u], err = ver.Mint(u, "", time.Hour); err != nil {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -22,19 +23,49 @@ import (
 // go of its per-connection buffers, its background read and the handler's
 // goroutine, and leaves the rest to shared goroutines: an opener
 // subscribes and writes the answer (open.go), the writers write live
-// frames and heartbeats, and the watcher notices clients leaving
-// (conn.go). An open stream holds no goroutine and no buffer of its own,
+// frames and heartbeats (conn.go), and the watcher notices clients
+// leaving (watch.go). An open stream holds no goroutine and no buffer of its own,
 // and a crowd that connects at once waits as small records, not as
 // handlers holding their buffers while the store answers. A connection
 // that cannot be taken over (HTTP/2, TLS, a test's recorder) is served by
 // its handler goroutine through net/http (serveHere).
+//
+// streams owns those shared goroutines, through the pools, the watcher and
+// tasks; close stops them all and waits for them.
 type streams struct {
 	svc *stream.Service
 	o   stream.Options
 
+	// ctx ends at close: an opening still reading the user's standing
+	// gives up.
+	ctx  context.Context
+	stop context.CancelFunc
+
 	openers *pool[*opening]
 	writers *pool[*conn]
 	watch   watcher
+	// tasks counts the goroutines a conn starts outside the pools: a write
+	// the socket did not take at once, and the heartbeat timer's callback.
+	tasks sync.WaitGroup
+}
+
+func newStreams(svc *stream.Service) *streams {
+	ctx, stop := context.WithCancel(context.Background())
+	return &streams{svc: svc, o: svc.Options(), ctx: ctx, stop: stop, openers: newOpeners(), writers: newWriters()}
+}
+
+// close ends every stream whose connection was taken over and returns once
+// each goroutine serving them has returned. A stream asked for afterwards
+// is refused as on a hub that was shut. The order matters: the openings
+// finish first (they start conns), then the watcher closes every conn
+// (which ends their writes and stops their timers), then the writers end,
+// and last the tasks, which only the openers and the writers add to.
+func (h *streams) close() {
+	h.stop()
+	h.openers.close()
+	h.watch.close()
+	h.writers.close()
+	h.tasks.Wait()
 }
 
 func (h *streams) handle(c *gin.Context) {
@@ -50,7 +81,10 @@ func (h *streams) handle(c *gin.Context) {
 		fail(c, fmt.Errorf("httpapi: take the stream's connection over: %w", err))
 		return
 	}
-	h.openers.push(&opening{h: h, nc: nc, r: c.Request, hdr: hdr, req: req})
+	o := &opening{h: h, nc: nc, r: c.Request, hdr: hdr, req: req}
+	if !h.openers.push(o) {
+		o.refuse(nil, hub.ErrShut) // closed: the service is stopping
+	}
 }
 
 // hijackable tells whether the request's connection can be taken over:

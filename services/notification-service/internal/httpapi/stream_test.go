@@ -79,7 +79,7 @@ func newServer(t *testing.T, buffer, perIP int) *server {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api)
-	t.Cleanup(func() { h.CloseAll(); srv.Close() })
+	t.Cleanup(func() { h.CloseAll(); srv.Close(); _ = api.Close() })
 	return &server{url: srv.URL, svc: svc, hub: h, ver: ver, pos: pos}
 }
 

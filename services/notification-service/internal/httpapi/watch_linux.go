@@ -4,72 +4,66 @@ import (
 	"errors"
 	"log/slog"
 	"os"
-	"sync"
 	"syscall"
 )
 
-// watcher notices clients leaving: one epoll instance holds every
-// taken-over connection, asked for the peer's close or reset only
-// (EPOLLRDHUP, and HUP and ERR, which epoll always reports), never for
-// data, so bytes a client sends do not end its stream. The epoll
-// descriptor itself waits in Go's network poller, so no thread blocks on
-// it; it and its goroutine exist while at least one connection is watched.
-// A connection epoll cannot watch (no descriptor, an epoll error) is read
-// by a goroutine of its own.
-type watcher struct {
-	mu    sync.Mutex
-	ep    *os.File
-	epfd  int // ep's descriptor (ep.Fd would make it blocking)
-	conns map[uint64]*conn
-	next  uint64
+// epoll holds every connection the watcher can reach the descriptor of,
+// asked for the peer's close or reset only (EPOLLRDHUP, and HUP and ERR,
+// which epoll always reports), never for data, so bytes a client sends do
+// not end its stream. The epoll descriptor itself waits in Go's network
+// poller, so no thread blocks on it; it and its goroutine (poll, counted
+// in the watcher's) exist while at least one connection is in it.
+type epoll struct {
+	f  *os.File
+	fd int // f's descriptor (f.Fd would make it blocking)
+	n  int // connections in it
 }
 
-// add watches c; the stream closes when its client leaves.
-func (w *watcher) add(c *conn) {
+// epollAdd puts c in the epoll instance, making it first if there is none;
+// false if c cannot be watched so (no descriptor, an epoll error), and a
+// reader must watch it. w.mu is held.
+func (w *watcher) epollAdd(c *conn) bool {
 	if c.raw == nil {
-		go readUntilGone(c)
-		return
+		return false
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.ep == nil {
-		if err := w.start(); err != nil {
+	if w.ep.f == nil {
+		if err := w.epollStart(); err != nil {
 			slog.Default().Warn("event streams: no epoll, a goroutine reads each connection", "err", err)
-			go readUntilGone(c)
-			return
+			return false
 		}
 	}
-	w.next++
-	id := w.next
-	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(uint32(id)), Pad: int32(uint32(id >> 32))}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLRDHUP | syscall.EPOLLONESHOT, Fd: int32(uint32(c.id)), Pad: int32(uint32(c.id >> 32))}
 	var err error
-	if cerr := c.raw.Control(func(fd uintptr) { err = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, int(fd), &ev) }); cerr != nil {
+	if cerr := c.raw.Control(func(fd uintptr) { err = syscall.EpollCtl(w.ep.fd, syscall.EPOLL_CTL_ADD, int(fd), &ev) }); cerr != nil {
 		err = cerr
 	}
 	if err != nil {
-		go readUntilGone(c) // which also ends the stream of a connection closed already
-		return
+		if w.ep.n == 0 {
+			w.ep.close()
+		}
+		return false // a reader also ends the stream of a connection closed already
 	}
-	c.id = id
-	w.conns[id] = c
+	c.polled = true
+	w.ep.n++
+	return true
 }
 
-// remove stops watching c, before its connection closes.
-func (w *watcher) remove(c *conn) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c.id == 0 {
+// epollRemove counts c out of the epoll instance, which its connection's
+// close takes it out of, and closes the instance when c was the last one
+// in it. w.mu is held.
+func (w *watcher) epollRemove(c *conn) {
+	if !c.polled {
 		return
 	}
-	delete(w.conns, c.id)
-	if len(w.conns) == 0 && w.ep != nil {
-		_ = w.ep.Close() // ends poll
-		w.ep = nil
+	c.polled = false
+	if w.ep.n--; w.ep.n == 0 {
+		w.ep.close()
 	}
 }
 
-// start makes the epoll instance and its goroutine; w.mu is held.
-func (w *watcher) start() error {
+// epollStart makes the epoll instance and starts its goroutine; w.mu is
+// held.
+func (w *watcher) epollStart() error {
 	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return err
@@ -78,15 +72,24 @@ func (w *watcher) start() error {
 		_ = syscall.Close(fd)
 		return err
 	}
-	ep := os.NewFile(uintptr(fd), "event-stream-watcher") // non-blocking: in the network poller
-	raw, err := ep.SyscallConn()
+	f := os.NewFile(uintptr(fd), "event-stream-watcher") // non-blocking: in the network poller
+	raw, err := f.SyscallConn()
 	if err != nil {
-		_ = ep.Close()
+		_ = f.Close()
 		return err
 	}
-	w.ep, w.epfd, w.conns = ep, fd, map[uint64]*conn{}
-	go w.poll(raw)
+	w.ep = epoll{f: f, fd: fd}
+	// Counted under mu, so a close that comes next waits for it.
+	w.done.Go(func() { w.poll(raw) })
 	return nil
+}
+
+// close closes the epoll instance, if there is one, which ends its poll.
+func (e *epoll) close() {
+	if e.f != nil {
+		_ = e.f.Close()
+		*e = epoll{}
+	}
 }
 
 // poll closes the stream of every connection epoll reports, until the
@@ -107,7 +110,7 @@ func (w *watcher) poll(ep syscall.RawConn) {
 			slog.Default().Error("event streams: epoll failed, clients leaving are noticed at their next write", "err", werr)
 			return
 		}
-		if err != nil { // closed: no connection left to watch
+		if err != nil { // closed: no connection left to watch, or the watcher closed
 			return
 		}
 		for _, ev := range events[:n] {

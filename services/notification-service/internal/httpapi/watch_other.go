@@ -2,13 +2,14 @@
 
 package httpapi
 
-// watcher notices clients leaving. Without epoll, a goroutine reads each
-// connection.
-type watcher struct{}
+// epoll: none without Linux, so a goroutine reads each connection.
+type epoll struct{}
 
-func (w *watcher) add(c *conn) { go readUntilGone(c) }
+func (w *watcher) epollAdd(*conn) bool { return false }
 
-func (w *watcher) remove(*conn) {}
+func (w *watcher) epollRemove(*conn) {}
+
+func (e *epoll) close() {}
 
 // writeNow writes what the socket takes without waiting: without a write
 // that does not wait, nothing, and the write is finished by a goroutine

@@ -17,6 +17,8 @@ type runner interface {
 // do waits linger for more before it ends (0: it ends at once), so a burst
 // does not start and end one for each. The openers and the writers are
 // pools.
+//
+// The pool owns its goroutines: close stops them and waits for them.
 type pool[T runner] struct {
 	limit  func() int // read at the first push
 	linger time.Duration
@@ -27,6 +29,8 @@ type pool[T runner] struct {
 	running int
 	idle    int           // running goroutines waiting, no wake-up sent to them
 	wake    chan struct{} // a wake-up for each idle goroutine taken by push
+	closed  bool          // push takes nothing, and a goroutine ends once the queue is empty
+	done    sync.WaitGroup
 }
 
 // The two pools. maxOpeners is how many stream requests are subscribed at
@@ -47,8 +51,14 @@ func newWriters() *pool[*conn] {
 	return &pool[*conn]{limit: func() int { return max(4, 2*runtime.GOMAXPROCS(0)) }, linger: linger}
 }
 
-func (p *pool[T]) push(x T) {
+// push hands x to the pool's goroutines; false once the pool is closed, and
+// then x does not run.
+func (p *pool[T]) push(x T) bool {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return false
+	}
 	p.queue = append(p.queue, x)
 	if p.wake == nil {
 		p.max = p.limit()
@@ -61,11 +71,26 @@ func (p *pool[T]) push(x T) {
 		p.wake <- struct{}{} // never blocks: at most one a goroutine
 	case p.running < p.max:
 		p.running++
+		// Counted under mu, so a close that comes next waits for it.
+		p.done.Go(p.work)
 		p.mu.Unlock()
-		go p.work()
 	default:
 		p.mu.Unlock()
 	}
+	return true
+}
+
+// close stops the pool and returns once every goroutine of it has
+// returned: what was pushed before still runs, a goroutine waiting for work
+// ends at once instead of lingering, and push takes nothing more.
+func (p *pool[T]) close() {
+	p.mu.Lock()
+	p.closed = true
+	for ; p.idle > 0; p.idle-- {
+		p.wake <- struct{}{} // never blocks, as in push
+	}
+	p.mu.Unlock()
+	p.done.Wait()
 }
 
 func (p *pool[T]) work() {
@@ -87,7 +112,7 @@ func (p *pool[T]) work() {
 			p.mu.Lock()
 		}
 		p.queue = nil
-		if t == nil {
+		if t == nil || p.closed {
 			p.running--
 			p.mu.Unlock()
 			return

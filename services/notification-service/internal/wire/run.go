@@ -54,6 +54,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
+	// The streams' goroutines stop once the components returned (the API
+	// server too: no request is passed on any more), before the
+	// connections they use close.
+	b.Group.Defer("event streams", api.Close)
 	// HTTP_WRITE_TIMEOUT does not end a stream: the stream handler sets
 	// a write deadline per frame.
 	w, err := b.Listen(service.Listeners{API: api, APIAddr: cfg.HTTPAddr, OpsAddr: cfg.OpsAddr, Pprof: cfg.PprofEnabled, Timeouts: cfg.HTTP})
