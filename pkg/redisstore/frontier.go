@@ -199,13 +199,17 @@ func (c *FrontierCache) Lookup(q string) *queue.Frontier {
 // every interval, and the admission announcements in between.
 func (c *FrontierCache) Run(ctx context.Context) error {
 	ps := c.s.rdb.Subscribe(ctx, FrontierChannel)
+	// The reader ends when the closed subscription closes its channel;
+	// Run returns after it.
+	var reader sync.WaitGroup
+	defer reader.Wait()
 	defer ps.Close()
 	msgs := ps.Channel(redis.WithChannelHealthCheckInterval(5 * time.Second))
-	go func() {
+	reader.Go(func() {
 		for m := range msgs {
 			c.announced(m.Payload)
 		}
-	}()
+	})
 	t := time.NewTicker(c.o.Every)
 	defer t.Stop()
 	for {

@@ -42,7 +42,7 @@ const AllReplicas = -1
 // again, see "acked" in lua/prelude.lua). n = 0, the default, waits for
 // nothing. Call it before the Store is used.
 func (s *Store) RequireReplicas(n int, timeout time.Duration) {
-	s.repl = replication{replicas: max(n, AllReplicas), timeout: timeout}
+	s.repl.replicas, s.repl.timeout = max(n, AllReplicas), timeout
 }
 
 // acking reports whether changes wait for replicas.
@@ -60,6 +60,7 @@ func (s *Store) waitFor(ctx context.Context, c pipeliner) int {
 // streaming (INFO replication: state=online), read at most every
 // onlineMaxAge, in the background once a first reading exists.
 type onlineReplicas struct {
+	bg    *sync.WaitGroup // the Store's, which waits for a background reading
 	mu    sync.Mutex
 	by    map[pipeliner]onlineReading
 	fresh sync.Map // pipeliner -> *sync.Mutex, one reading at a time
@@ -80,7 +81,7 @@ func (o *onlineReplicas) of(ctx context.Context, c pipeliner) int {
 		return o.read(ctx, c)
 	}
 	if time.Since(r.at) > onlineMaxAge {
-		go o.read(context.WithoutCancel(ctx), c)
+		o.bg.Go(func() { o.read(context.WithoutCancel(ctx), c) })
 	}
 	return r.n
 }
@@ -387,7 +388,7 @@ func (s *Store) flushAcked(own *ackCall) {
 		}
 		if own != nil && isDone(own.done) {
 			b.mu.Unlock()
-			go s.flushAcked(nil) // keeps this flusher's place
+			s.bg.Go(func() { s.flushAcked(nil) }) // keeps this flusher's place
 			return
 		}
 		n := min(len(b.pending), ackBatchMax)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ type Store struct {
 	// acknowledged (replicas.go).
 	repl replication
 	acks ackBatch
+	// bg is the Store's own goroutines: clock readings, replica counts
+	// read in the background, group-commit flushers handing over (Wait).
+	bg sync.WaitGroup
 }
 
 // NewStore returns a Store over rdb.
@@ -37,8 +41,17 @@ func NewStore(rdb redis.UniversalClient) (*Store, error) {
 		return nil, errors.New("redisstore: nil client")
 	}
 	s := &Store{rdb: rdb, giveUp: giveUpAfter(rdb)}
+	s.clock.bg, s.repl.online.bg = &s.bg, &s.bg
 	s.ticks.Store(time.Now().UnixMicro())
 	return s, nil
+}
+
+// Wait returns once every goroutine the Store started in the background
+// has ended (each is bounded by a timeout); call it after the last call
+// on the Store, before the client is closed. The error is always nil.
+func (s *Store) Wait() error {
+	s.bg.Wait()
+	return nil
 }
 
 // Client is the underlying client, for adapters that share it (rate limits).

@@ -96,6 +96,7 @@ func (b *Builder) Redis(ctx context.Context, cfg config.Redis, scripts ...*redis
 		b.log.Warn("REDIS_WAIT_REPLICAS is 0: a failover can undo acknowledged places, admissions and orders' token use")
 	}
 	b.Group.Defer("redis", rdb.Close)
+	b.Group.Defer("redis store's background work", store.Wait) // before the client closes
 	if telemetry.Enabled() {
 		// A span a command and a pipeline, named by the command (evalsha
 		// for a script), with the calling function as code.function. No
