@@ -1,6 +1,74 @@
 // Package redisstore is the Redis adapter of the waiting room: the client built
 // from REDIS_URL, the key layout, and the Lua scripts that make every state
 // change of a queue one atomic operation.
+//
+// # Scripts
+//
+// Each script in lua/ runs with lua/prelude.lua in front of it (script, in
+// scripts.go) and states its keys, arguments and rules in its header, with a
+// "Called by" line. Below, for each: the Go caller here, the service and the
+// port of its domain that the caller serves, and its rule in one line (in
+// full: docs/DESIGN.md, "The atomic operations").
+//
+//   - check.lua: Store.CheckToken (orders.go); order-service, order.Tokens.
+//     Read-only: sorts a presented secret as VALID, NOT_ACTIVE, SPENT or
+//     INVALID before any limit is charged.
+//   - close.lua: Store.Close (store.go); queue-gateway, app.Store. No new
+//     entries, the line and the pre-queue dropped; issued tokens stay valid.
+//   - consume.lua: Store.Consume (orders.go); order-service, order.Tokens.
+//     Exactly one caller takes a token, into in-flight under a lease; a
+//     repeat of the same order id answers OK, a copy past its deadline LATE.
+//   - draw.lua: Store.StartDraw, Store.PlaceDrawn, Store.FinishDraw
+//     (draw.go); admission-dispatcher, dispatch.TickStore. Announces,
+//     places in the drawn order and finishes a closed pre-queue, each step
+//     fenced by the epoch and safe to repeat.
+//   - enter.lua: Store.EnterWithProof (store.go); queue-gateway, app.Store.
+//     A place, the token already held, or why not; the cap holds under
+//     concurrency, and a proof of work is used once.
+//   - frontier.lua: Store.Frontiers (frontier.go), run by FrontierCache;
+//     queue-gateway and notification-service, behind app.Frontiers and
+//     stream.Frontiers. A queue's admission frontier and leaver bins in one
+//     read; changes nothing.
+//   - issue.lua: Store.IssueAll (batch.go); admission-dispatcher,
+//     dispatch.TickStore. One tick: the head of the line gets tokens, slots
+//     and TokenIssued events, all or nothing; a stale epoch, a repeated or a
+//     late tick changes nothing.
+//   - lease.lua: Store.AcquireLeases, Store.RenewLeases, Store.FollowLeases
+//     (batch.go), Store.ReleaseLease (admission.go); admission-dispatcher,
+//     dispatch.LeaseStore. Acquiring bumps the queue's epoch, the fencing
+//     token every tick presents; the epoch never goes back.
+//   - leave.lua: Store.Leave (store.go); queue-gateway, app.Store. Takes a
+//     person out of the line or the pre-queue; a place left is counted for
+//     the estimates and the frontier's bins.
+//   - outbox_ack.lua: Store.AckOutboxes (outbox.go); admission-dispatcher,
+//     dispatch.OutboxStore. Acknowledges and deletes published events of one
+//     outbox together.
+//   - outbox_group.lua: Store.EnsureOutboxGroup (outbox.go);
+//     admission-dispatcher, dispatch.OutboxStore. Creates the relay's group
+//     only while the queue exists, so a deleted queue's outbox never comes
+//     back.
+//   - overdue.lua: Store.Overdue (orders.go); order-service, order.Tokens.
+//     The reaper's list of in-flight tokens past their lease, by Redis TIME;
+//     read-only.
+//   - position.lua: Store.Position (store.go), Store.PositionMany (many.go);
+//     queue-gateway, app.Store, and notification-service, stream.Positions.
+//     Where a person stands, as enter would say it; changes nothing.
+//   - prelude.lua: script (scripts.go), in front of every other script.
+//     The shared helpers; time comes from Redis TIME, never from the caller.
+//   - restore.lua: Store.Restore (orders.go); admission-dispatcher,
+//     restore.Store. A failed order's token goes back with its original
+//     expiry, or its slot is freed; only that token and order's in-flight
+//     marker is acted on.
+//   - settle.lua: Store.Settle (orders.go); order-service, order.Tokens. A
+//     committed order frees its slot and says ORDERED; a repeat settles
+//     nothing.
+//   - stats.lua: Store.Config (config.go); queue-gateway, app.Store, and
+//     admission-dispatcher, dispatch.TickStore. A queue's knobs and live
+//     figures; read-only.
+//   - touch.lua: Store.OutboxReplicated (replicas.go); admission-dispatcher,
+//     dispatch.OutboxStore. A write that changes nothing, so the WAIT after
+//     it covers the events the relay read, once this node is seen to hold
+//     them.
 package redisstore
 
 import (

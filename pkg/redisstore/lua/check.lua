@@ -8,6 +8,7 @@
 --               (the holder's retry of an order: it may replay a stored
 --               answer, nothing more);
 --   INVALID     anything else.
+-- Called by: Store.CheckToken (orders.go), for the order-service's order.Tokens (Service.Screen)
 -- KEYS: 1 token:<user>, 2 spent:<user>
 -- ARGV: 1 presented secret
 local tok = redis.call('HMGET', KEYS[1], 'token', 'activateAt', 'expiresAt')

@@ -1,6 +1,7 @@
 -- close: stop taking entries and drop the waiting line and the pre-queue.
 -- Issued tokens stay valid; their holders are already through.
 -- The enter times of the people in line (entered) go with them.
+-- Called by: Store.Close (store.go), for the queue-gateway's app.Store (Service.Close)
 -- KEYS: 1 config, 2 waiting, 3 dispatch, 4 prequeue, 5 entered
 -- ARGV: none
 if redis.call('EXISTS', KEYS[1]) == 0 then

@@ -19,6 +19,7 @@
 -- order transaction enforces the knob as it is now without another round
 -- trip.
 --
+-- Called by: Store.Consume (orders.go), for the order-service's order.Tokens (Service.Place)
 -- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
 -- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms, 6 deadline ms,
 --       7 '1' when the caller waits for replicas: a repeat's OK writes

@@ -26,6 +26,7 @@
 -- the other lines', ARGV 5 pre-queued and ARGV 6 placed); QueueDrawn's
 -- first and last are line 0's numbers.
 --
+-- Called by: Store.StartDraw, Store.PlaceDrawn, Store.FinishDraw through drawStep (draw.go), for the admission-dispatcher's dispatch.TickStore (ticks.draw, ticks.drawLines, ticks.place)
 -- KEYS: 1 config, 2 waiting, 3 prequeue, 4 draw, 5 dispatch, 6 outbox, 7 left,
 --       8 leftbins
 -- ARGV: 1 epoch, 2 step, 3 queue id; place: 4.. users; announce and finish:

@@ -21,6 +21,7 @@
 -- place (entered: user -> Redis TIME in µs): the leader admits across the
 -- lines in that order (queue/arrival.go).
 --
+-- Called by: Store.EnterWithProof and Store.Enter (store.go), for the queue-gateway's app.Store (Service.enter)
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
 --       9 draw, 10 traces, 11 entered

@@ -10,6 +10,7 @@
 -- draw is placing people: a rolling upgrade that finds leavers from before
 -- the bins existed, or a draw in progress, sends every poll to Redis.
 --
+-- Called by: Store.Frontiers (frontier.go), which FrontierCache.Refresh runs, for the queue-gateway's app.Frontiers and the notification-service's stream.Frontiers
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 dispatch, 5 left, 6 leftbins
 -- ARGV: 1 fine window (sequence numbers), 2 most coarse bins
 -- Reply: {'NOT_FOUND'} or {'OK', state, rate, measured, leaveShare,

@@ -40,6 +40,7 @@
 -- first ARGV 12 people still waiting after it, for the leader to merge
 -- across the lines (queue/arrival.go), and drops the admitted people's.
 --
+-- Called by: Store.IssueAll (batch.go), for the admission-dispatcher's dispatch.TickStore (ticks.tick)
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
 -- (prequeue and draw, built from the prefix, are touched only while a draw
 -- is pending: see schedule)

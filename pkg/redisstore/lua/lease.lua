@@ -30,6 +30,7 @@
 -- promoted), as long as the new primary's clock is not behind the old one's
 -- by more than the failover took.
 --
+-- Called by: Store.AcquireLeases, Store.RenewLeases, Store.FollowLeases (batch.go) and Store.ReleaseLease (admission.go), for the admission-dispatcher's dispatch.LeaseStore (leases.acquire, leases.run, leases.follow, leases.release)
 -- KEYS: 1 lock, 2 dispatch, 3 config
 -- ARGV: 1 op (acquire | renew | release | follow), 2 owner, 3 lease ms,
 --       4 epoch (renew, release, follow) or attempt id (acquire),

@@ -11,6 +11,7 @@
 -- are empty.
 -- The leaver's enter time (entered, a line of a queue split into lines) goes
 -- with them.
+-- Called by: Store.Leave (store.go), for the queue-gateway's app.Store (Service.Leave)
 -- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins, 7 traces,
 --       8 entered
 -- ARGV: 1 user id, 2 the line count the caller routed by ('' for no check;

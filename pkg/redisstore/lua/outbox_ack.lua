@@ -3,6 +3,7 @@
 -- list. One script a stream: the relay acknowledges many queues' (and
 -- lines') outboxes in one pipelined round, and a MULTI over several hash
 -- slots is refused on a cluster (CROSSSLOT) even when one node serves them.
+-- Called by: Store.AckOutboxes (outbox.go), for the admission-dispatcher's dispatch.OutboxStore (relay.round)
 -- KEYS: 1 outbox
 -- ARGV: 1 group, 2.. stream ids
 local ids = {}

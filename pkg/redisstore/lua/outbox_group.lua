@@ -1,6 +1,7 @@
 -- outbox_group: create the relay group of a queue's outbox (and the stream)
 -- if the queue exists. A relay of a queue that was just deleted must not
 -- bring its outbox back as a key nobody will ever remove.
+-- Called by: Store.EnsureOutboxGroup (outbox.go), for the admission-dispatcher's dispatch.OutboxStore (relay.round)
 -- KEYS: 1 config, 2 outbox
 -- ARGV: 1 group
 if redis.call('EXISTS', KEYS[1]) == 0 then

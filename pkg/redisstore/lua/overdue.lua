@@ -1,5 +1,6 @@
 -- overdue: the reaper's work list, judged by Redis TIME (the clock that set
 -- the deadlines), never by the caller's. Read-only.
+-- Called by: Store.Overdue (orders.go), for the order-service's order.Tokens (Service.Reap)
 -- KEYS: 1 inflight
 -- ARGV: 1 limit, 2 key prefix "wr:{q}:"
 -- Reply: flat list of (member, deadline, consumed data or false)

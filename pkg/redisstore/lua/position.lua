@@ -1,6 +1,7 @@
 -- position: where a user stands, in one round trip.
 -- It changes nothing: the pre-queue is closed at the start by enter or the
 -- dispatcher's tick, never here.
+-- Called by: Store.Position (store.go) and Store.PositionMany (many.go), for the queue-gateway's app.Store (Service.position) and the notification-service's stream.Positions
 -- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
 --       6 prequeue, 7 draw
 -- ARGV: 1 user id, 2 '1' to have a WAITING reply carry the place's sequence

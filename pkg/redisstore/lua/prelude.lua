@@ -1,4 +1,5 @@
 -- Shared by every script. Time comes from the server, never from the caller.
+-- Called by: script (scripts.go), which puts it in front of every other script, for every service
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -8,6 +8,7 @@
 -- redelivered OrderFailed, or one that arrives after the token was restored
 -- and used again, changes nothing and answers DUPLICATE.
 --
+-- Called by: Store.Restore (orders.go), for the admission-dispatcher's restore.Store (Handler.Handle)
 -- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 outbox
 -- ARGV: 1 user id, 2 token id, 3 order id, 4 restorable (1/0), 5 queue id,
 --       6 traceparent and 7 tracestate of the restore ('' for none): the

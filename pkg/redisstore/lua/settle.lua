@@ -2,6 +2,7 @@
 -- marker says ORDERED. Safe to run twice (token id and order id are the
 -- request id): only the in-flight marker of this very token and order is
 -- settled; a repeat answers 0, "nothing left to settle".
+-- Called by: Store.Settle (orders.go), for the order-service's order.Tokens (Service.settle, Service.reap)
 -- KEYS: 1 status:<user>, 2 active, 3 inflight, 4 consumed:<user>
 -- ARGV: 1 user id, 2 token id, 3 order id
 local marker = redis.call('GET', KEYS[1])

@@ -1,4 +1,5 @@
 -- stats: a queue's knobs and live figures.
+-- Called by: Store.Config through lineConfig (config.go), for the queue-gateway's app.Store (Service.Queue, Service.PublicQueue) and the admission-dispatcher's dispatch.TickStore (ticks.tick)
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 draw, 6 prequeue
 -- The draw's seed is only answered once the draw is done.
 local cfg = redis.call('HGETALL', KEYS[1])

@@ -18,6 +18,7 @@
 -- before it; an entry of its own under the same entry id has another
 -- event id.
 --
+-- Called by: Store.OutboxReplicated (replicas.go), for the admission-dispatcher's dispatch.OutboxStore (relay.round, while replicas are required)
 -- KEYS: 1 dispatch, 2 outbox
 -- ARGV: 1 the highest entry id read (none: no check), 2 its event id
 -- Returns 1 when written, 0 when there was no dispatch hash, -1 when the

@@ -17,8 +17,9 @@ import (
 
 // Store is the state the dispatcher works on, in the three ports of its
 // three owners (leases, ticks, relay). redisstore.Store implements it;
-// dispatchtest has a fake and the contract both keep. Leases and ticks go
-// in rounds over many queues at once (one pipelined round trip each).
+// there is no fake: the dispatcher's tests run against real Redis, whose
+// Lua scripts are the rules. Leases and ticks go in rounds over many
+// queues at once (one pipelined round trip each).
 type Store interface {
 	LeaseStore
 	TickStore
