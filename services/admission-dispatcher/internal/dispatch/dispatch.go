@@ -17,9 +17,10 @@ import (
 
 // Store is the state the dispatcher works on, in the three ports of its
 // three owners (leases, ticks, relay). redisstore.Store implements it;
-// there is no fake: the dispatcher's tests run against real Redis, whose
-// Lua scripts are the rules. Leases and ticks go in rounds over many
-// queues at once (one pipelined round trip each).
+// dispatchtest has an in-memory fake, and the contract suite both keep
+// (dispatchtest.RunStoreContract), whose rules are those of the Lua
+// scripts. Leases and ticks go in rounds over many queues at once (one
+// pipelined round trip each).
 type Store interface {
 	LeaseStore
 	TickStore
