@@ -28,8 +28,8 @@ const (
 
 // TestRabbitMQNodeKill runs the four services against a private 3-node
 // RabbitMQ cluster (AMQP_URL lists the three nodes; node 1 holds an earlier
-// version's classic parking queue) while people enter and every admitted
-// person orders, and SIGKILLs a node: the short form (make test, 600
+// version's classic parking queue) while a line of people, entered first,
+// is admitted and every admitted person orders, and SIGKILLs a node: the short form (make test, 600
 // people) the one holding most of the drill (queue leaders, connections),
 // the full form (make chaos, 2,000 people) each node in turn, restarting it
 // before the next (the queue paused while the node boots, which takes
@@ -62,10 +62,14 @@ func TestRabbitMQNodeKill(t *testing.T) {
 	r.createProduct(ord.URL, stock)
 	users := userNames("n", nUsers)
 
-	entered := make(chan []error, 1)
-	go func() { entered <- r.enterEach(gw.URL, users, 100) }()
+	// Everyone enters a paused queue first: on a busy machine entering can
+	// be slower than admitting, and a line that never builds up leaves the
+	// kills nothing to measure.
+	r.setState(gw.URL, "PAUSED")
+	enterErrs := r.enterEach(gw.URL, users, 100)
 	buyers := r.buyAsAdmitted(ord.URL, rdb, users)
 	s := startSampling(t, rdb, l, r.q, nUsers)
+	r.setState(gw.URL, "OPEN")
 
 	// The first kill when an eighth of the run is admitted; each later
 	// one once the queue, paused while the last victim booted, admits
@@ -130,7 +134,7 @@ func TestRabbitMQNodeKill(t *testing.T) {
 			}
 		}
 	}
-	for _, err := range <-entered {
+	for _, err := range enterErrs {
 		t.Errorf("enter: %v", err)
 	}
 	outcome := buyers.wait()
