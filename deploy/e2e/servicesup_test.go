@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +39,9 @@ func TestServicesUpNamesWhatIsMissing(t *testing.T) {
 		{[]string{"--tests"}, []string{"redis-server", "redis-tools", "rabbitmq-server", "postgresql", "postgresql-client", "curl", "jq", "chromium", "iproute2"}},
 	} {
 		cmd := exec.Command(bash, append([]string{script}, tc.args...)...)
-		cmd.Env = []string{"PATH=" + bin}
+		// No sbin added, and no server answering on the ports asked.
+		cmd.Env = []string{"PATH=" + bin, "SBIN=", fmt.Sprintf("REDIS_PORT=%d", testenv.FreePort(t)),
+			fmt.Sprintf("AMQP_PORT=%d", testenv.FreePort(t)), fmt.Sprintf("PG_PORT=%d", testenv.FreePort(t))}
 		out, err := cmd.CombinedOutput()
 		if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
 			t.Fatalf("services-up.sh %v with nothing installed: exit %d (%v), want 1; output:\n%s", tc.args, code, err, out)

@@ -18,6 +18,15 @@ for arg in "$@"; do
 done
 
 sudo_() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
+# The servers' tools live in sbin, which a user's PATH may lack (SBIN
+# names those folders; its test sets it empty).
+SBIN=${SBIN-/usr/local/sbin:/usr/sbin:/sbin}
+[[ -z $SBIN ]] || export PATH=$PATH:$SBIN
+# The servers' ports (their tests move them).
+REDIS_PORT=${REDIS_PORT:-6379} AMQP_PORT=${AMQP_PORT:-5672} PG_PORT=${PG_PORT:-5432}
+
+# answers <port>: a server listens on 127.0.0.1:<port>.
+answers() { (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
 
 apt_updated=false
 need() { # need <command> <debian package>
@@ -54,11 +63,13 @@ wait_for() { # wait_for <name> <seconds> <command...>
   return 1
 }
 
+# A server that answers on its port needs nothing installed or started
+# (it may be another user's, or in a container).
 missing=0
-need redis-server redis-server || missing=1
+answers "$REDIS_PORT" || need redis-server redis-server || missing=1
 need redis-cli redis-tools || missing=1
-need rabbitmq-server rabbitmq-server || missing=1
-need pg_ctlcluster postgresql || missing=1
+answers "$AMQP_PORT" || need rabbitmq-server rabbitmq-server || missing=1
+answers "$PG_PORT" || need pg_ctlcluster postgresql || missing=1
 need psql postgresql-client || missing=1
 need curl curl || missing=1
 need jq jq || missing=1
@@ -69,16 +80,16 @@ fi
 ((missing == 0)) || exit 1
 
 # Redis: in memory only, as the tests expect (a restart loses everything).
-if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+if ! redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   echo "redis: starting"
   mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
-  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" --save "" --appendonly no \
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
-wait_for redis 15 redis-cli -h 127.0.0.1 -p 6379 ping
+wait_for redis 15 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping
 
 # PostgreSQL: the distribution's cluster, trust auth on 127.0.0.1.
-if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
+if ! pg_isready -h 127.0.0.1 -p "$PG_PORT" -q; then
   echo "postgres: starting"
   ver=$(ls /etc/postgresql | sort -V | tail -n 1)
   if [[ -z "$ver" ]]; then
@@ -90,11 +101,12 @@ if ! pg_isready -h 127.0.0.1 -p 5432 -q; then
   fi
   sudo_ pg_ctlcluster --skip-systemctl-redirect "$ver" main start
 fi
-wait_for postgres 30 pg_isready -h 127.0.0.1 -p 5432 -q
+wait_for postgres 30 pg_isready -h 127.0.0.1 -p "$PG_PORT" -q
 
-# RabbitMQ: the default guest user, loopback only.
-if ! rabbitmq-diagnostics -q ping >/dev/null 2>&1; then
+# RabbitMQ: the default guest user, loopback only. Debian's
+# rabbitmq-diagnostics refuses anyone but root and rabbitmq: the port tells.
+if ! answers "$AMQP_PORT"; then
   echo "rabbitmq: starting"
   sudo_ rabbitmq-server -detached >/dev/null 2>&1 || true
 fi
-wait_for rabbitmq 90 rabbitmq-diagnostics -q check_port_connectivity
+wait_for rabbitmq 90 answers "$AMQP_PORT"

@@ -52,7 +52,7 @@ type redisClock struct {
 	slack   time.Duration
 	read    time.Time // local time of the reading; zero: none yet
 	reading atomic.Bool
-	bg      *sync.WaitGroup // the Store's, which waits for a reading
+	bg      *background // the Store's, which waits for a reading
 }
 
 // readClockTimeout bounds one background reading of Redis's clock.
@@ -66,12 +66,15 @@ func (c *redisClock) now(rdb redis.UniversalClient) (t time.Time, slack time.Dur
 	c.mu.Unlock()
 	if read.IsZero() || time.Since(read) >= clockRefresh {
 		if c.reading.CompareAndSwap(false, true) {
-			c.bg.Go(func() {
+			started := c.bg.Go(func() {
 				defer c.reading.Store(false)
 				ctx, cancel := context.WithTimeout(context.Background(), readClockTimeout)
 				defer cancel()
 				_ = c.sync(ctx, rdb)
 			})
+			if !started {
+				c.reading.Store(false)
+			}
 		}
 	}
 	if read.IsZero() {

@@ -60,7 +60,7 @@ func (s *Store) waitFor(ctx context.Context, c pipeliner) int {
 // streaming (INFO replication: state=online), read at most every
 // onlineMaxAge, in the background once a first reading exists.
 type onlineReplicas struct {
-	bg    *sync.WaitGroup // the Store's, which waits for a background reading
+	bg    *background // the Store's, which waits for a background reading
 	mu    sync.Mutex
 	by    map[pipeliner]onlineReading
 	fresh sync.Map // pipeliner -> *sync.Mutex, one reading at a time
@@ -388,7 +388,11 @@ func (s *Store) flushAcked(own *ackCall) {
 		}
 		if own != nil && isDone(own.done) {
 			b.mu.Unlock()
-			s.bg.Go(func() { s.flushAcked(nil) }) // keeps this flusher's place
+			// Another flusher takes this one's place; after Wait, this
+			// goroutine does, its own call being done.
+			if !s.bg.Go(func() { s.flushAcked(nil) }) {
+				s.flushAcked(nil)
+			}
 			return
 		}
 		n := min(len(b.pending), ackBatchMax)

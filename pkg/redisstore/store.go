@@ -32,7 +32,35 @@ type Store struct {
 	acks ackBatch
 	// bg is the Store's own goroutines: clock readings, replica counts
 	// read in the background, group-commit flushers handing over (Wait).
-	bg sync.WaitGroup
+	bg background
+}
+
+// background runs a Store's own goroutines and waits for them; once Wait
+// began it starts none (a call still running after a server's shutdown
+// timeout must not add to a WaitGroup being waited for).
+type background struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Go runs f in a goroutine of b's, or reports false after Wait began.
+func (b *background) Go(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Go(f)
+	return true
+}
+
+// Wait stops b from starting goroutines and waits for those it started.
+func (b *background) Wait() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.wg.Wait()
 }
 
 // NewStore returns a Store over rdb.
@@ -47,8 +75,10 @@ func NewStore(rdb redis.UniversalClient) (*Store, error) {
 }
 
 // Wait returns once every goroutine the Store started in the background
-// has ended (each is bounded by a timeout); call it after the last call
-// on the Store, before the client is closed. The error is always nil.
+// has ended (each is bounded by a timeout), and from then on the Store
+// starts none: a clock or replica reading is skipped, a group commit's
+// hand-over runs in its caller. Call it after the last call on the Store,
+// before the client is closed. The error is always nil.
 func (s *Store) Wait() error {
 	s.bg.Wait()
 	return nil

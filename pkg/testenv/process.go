@@ -23,11 +23,15 @@ import (
 // binary respects: two packages never get the same port.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	return freePorts(t, 1)
+	port, release := freePorts(t, 1)
+	t.Cleanup(release)
+	return port
 }
 
-// freePorts is FreePort for a block of n consecutive ports: the first.
-func freePorts(t testing.TB, n int) int {
+// freePorts is FreePort for a block of n consecutive ports: the first, and
+// the release of their reservations, for the caller to call once nothing
+// listens on them any more.
+func freePorts(t testing.TB, n int) (int, func()) {
 	t.Helper()
 	low := ephemeralLow() - n
 	for range 1000 {
@@ -51,25 +55,28 @@ func freePorts(t testing.TB, n int) int {
 			_ = ln.Close()
 		}
 		if len(locks) == n {
-			t.Cleanup(release)
-			return base
+			return base, release
 		}
 		release()
 	}
 	t.Fatalf("free port: none of 1000 blocks of %d between %d and %d was free and unreserved", n, freePortFloor, low+n)
-	return 0
+	return 0, nil
 }
 
-// portLocks is where FreePort's reservations live, one file per port.
+// portLocks is where FreePort's reservations live, one file per port,
+// shared by every user of the machine (sticky, like /tmp).
 var portLocks = filepath.Join(os.TempDir(), "waitingroom-test-ports")
 
 // reservePort takes the lock of port without waiting: false when another
-// test holds it.
+// test holds it. The file is opened read-only (flock needs no more), so a
+// file another user made serves as well.
 func reservePort(t testing.TB, port int) (*os.File, bool) {
 	if err := os.MkdirAll(portLocks, 0o777); err != nil {
 		t.Fatalf("free port: %v", err)
 	}
-	f, err := os.OpenFile(filepath.Join(portLocks, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	_ = os.Chmod(portLocks, 0o777|os.ModeSticky) // fails harmlessly when another user made it
+	name := filepath.Join(portLocks, strconv.Itoa(port))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDONLY, 0o444)
 	if err != nil {
 		t.Fatalf("free port: %v", err)
 	}

@@ -37,7 +37,10 @@ func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
 func TestFreePortReservesAcrossTests(t *testing.T) {
 	var held, block int
 	t.Run("holder", func(t *testing.T) {
-		held, block = FreePort(t), freePorts(t, 3)
+		var release func()
+		held = FreePort(t)
+		block, release = freePorts(t, 3)
+		t.Cleanup(release)
 		for _, p := range []int{held, block, block + 1, block + 2} {
 			if lock, ok := reservePort(t, p); ok {
 				_ = lock.Close()

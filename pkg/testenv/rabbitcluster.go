@@ -33,6 +33,9 @@ type RabbitCluster struct {
 	dir    string
 	script string
 	urls   []string
+	// ports releases the reservations of every block of ports tried, once
+	// killAll has made sure nothing of the cluster listens on them.
+	ports []func()
 }
 
 // StartRabbitCluster starts the cluster and returns once its three nodes
@@ -52,7 +55,8 @@ func StartRabbitCluster(t testing.TB) *RabbitCluster {
 	var out []byte
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		base := freePorts(t, rabbitClusterPorts)
+		base, release := freePorts(t, rabbitClusterPorts)
+		c.ports = append(c.ports, release)
 		cmd := exec.Command("bash", script, "up", c.dir, strconv.Itoa(base))
 		cmd.Env = append(os.Environ(), "RABBIT_CLUSTER_WATCH_PID="+strconv.Itoa(os.Getpid()))
 		var stderr bytes.Buffer
@@ -226,6 +230,9 @@ func (c *RabbitCluster) killAll() {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	for _, release := range c.ports {
+		release()
 	}
 }
 

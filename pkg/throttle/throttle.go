@@ -198,8 +198,8 @@ func (p *Paces) Take(key string, perSec float64, now time.Time) time.Duration {
 		lim = rate.NewLimiter(limit, burst)
 		p.byKey[key] = lim
 	case lim.Limit() != limit || lim.Burst() != burst:
-		lim.SetLimit(limit)
-		lim.SetBurst(burst)
+		lim.SetLimitAt(now, limit)
+		lim.SetBurstAt(now, burst)
 	}
 	p.mu.Unlock()
 	res := lim.ReserveN(now, 1)

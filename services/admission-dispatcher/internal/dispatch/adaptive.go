@@ -15,25 +15,41 @@ import (
 // fresh.
 func (d *Dispatcher) ObserveHealth(h queue.OrderHealth) {
 	h.At = time.Now()
-	if d.leases.serves(h.QueueID) {
-		d.health.controller(h.QueueID).Observe(h)
-	}
+	d.health.observe(h)
 }
 
 // healthReports are the rate controllers of the queues served, fed by the
 // order-service's health reports (ObserveHealth, from the broker's
-// consumer) and read by the ticks.
+// consumer) and read by the ticks. The queues served are set by the
+// discovery (keep), under the same lock a report is taken under, so a
+// report of a queue no longer served is never kept.
 type healthReports struct {
-	mu sync.Mutex
-	by map[string]*queue.RateController
+	mu     sync.Mutex
+	served map[string]bool
+	by     map[string]*queue.RateController
 }
 
-func newHealthReports() *healthReports { return &healthReports{by: map[string]*queue.RateController{}} }
+func newHealthReports() *healthReports {
+	return &healthReports{served: map[string]bool{}, by: map[string]*queue.RateController{}}
+}
+
+// observe feeds h to its queue's controller, if the queue is served.
+func (h *healthReports) observe(r queue.OrderHealth) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.served[r.QueueID] {
+		h.controllerLocked(r.QueueID).Observe(r)
+	}
+}
 
 // controller is q's rate controller (made on first use).
 func (h *healthReports) controller(q string) *queue.RateController {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.controllerLocked(q)
+}
+
+func (h *healthReports) controllerLocked(q string) *queue.RateController {
 	c := h.by[q]
 	if c == nil {
 		c = queue.NewRateController()
@@ -42,7 +58,8 @@ func (h *healthReports) controller(q string) *queue.RateController {
 	return c
 }
 
-// keep forgets the controllers of queues not in qs (no longer served).
+// keep sets the queues served to qs and forgets the controllers of the
+// others.
 func (h *healthReports) keep(qs []string) {
 	served := make(map[string]bool, len(qs))
 	for _, q := range qs {
@@ -50,6 +67,7 @@ func (h *healthReports) keep(qs []string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.served = served
 	for q := range h.by {
 		if !served[q] {
 			delete(h.by, q)

@@ -88,13 +88,6 @@ func (l *leases) serve(ctx context.Context, ids []string) {
 	}
 }
 
-// serves reports whether q is one of the queues this replica competes for.
-func (l *leases) serves(q string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.served[q]
-}
-
 // acquire tries to take every served queue nobody here leads. A standby
 // tries once per tick, so a released lease is taken over within a tick and
 // a lapsed one within lease + tick.
