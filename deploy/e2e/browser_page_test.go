@@ -115,6 +115,7 @@ func (tb *tab) navigate(url string) {
 type sentRequest struct {
 	method, url string
 	headers     map[string]string // names in lower case
+	at          time.Time         // when the browser sent it (recordRequests)
 }
 
 // sent is the request as sentRequest.
@@ -150,6 +151,7 @@ func (tb *tab) recordRequests() *requestLog {
 				return
 			}
 			r := sent(ev.Request)
+			r.at = time.UnixMicro(int64(ev.WallTime.Float64() * 1e6))
 			l.mu.Lock()
 			l.reqs = append(l.reqs, r)
 			l.mu.Unlock()
