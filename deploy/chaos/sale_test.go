@@ -39,8 +39,9 @@ type sale struct {
 	// created: 201 answers per person; refused: orders answered 4xx.
 	created, refused map[string]int
 	// ordered: people whose position said ORDERED without a 201; expired:
-	// people told their token expired unused (they enter again).
-	ordered, expired map[string]int
+	// people told their token expired unused (they enter again); entries:
+	// enters answered 200, each of which may have given a new place.
+	ordered, expired, entries map[string]int
 	// last is each person's last position answer, for those the sale
 	// leaves without an answer to their order.
 	last      map[string]string
@@ -56,7 +57,7 @@ type sale struct {
 
 func newSale(r *rig, gw, ord string, n int) *sale {
 	return &sale{r: r, gw: gw, ord: ord, people: userNames("p", n), stock: n - n/10,
-		acked: map[string]bool{}, lostPlace: map[string]bool{}, created: map[string]int{}, refused: map[string]int{}, ordered: map[string]int{}, expired: map[string]int{}, last: map[string]string{}}
+		acked: map[string]bool{}, lostPlace: map[string]bool{}, created: map[string]int{}, refused: map[string]int{}, ordered: map[string]int{}, expired: map[string]int{}, entries: map[string]int{}, last: map[string]string{}}
 }
 
 func (s *sale) note(f string, args ...any) {
@@ -109,6 +110,7 @@ func (s *sale) person(ctx context.Context, u string) {
 			if res.status == http.StatusOK {
 				s.mu.Lock()
 				s.acked[u] = true
+				s.entries[u]++
 				s.mu.Unlock()
 				return true
 			}
@@ -382,20 +384,37 @@ func (s *sale) tally(t *testing.T, l *listener, rdb redis.UniversalClient, dbURL
 		tokens[m.GetTokenId()] = m
 	}
 	o.tokenEvents = len(tokens)
-	perUser := map[string]int{}
+	// Admitted twice: one place (a person's sequence number) given two
+	// tokens, or a person given more places than they entered for. A
+	// person told their token ended unused (EXPIRED) enters again, and
+	// that new place's admission is theirs by right.
+	places := map[string]map[uint64]int{}
 	var times []time.Time
 	for _, m := range tokens {
-		perUser[m.GetUserId()]++
+		if places[m.GetUserId()] == nil {
+			places[m.GetUserId()] = map[uint64]int{}
+		}
+		places[m.GetUserId()][m.GetSequence()]++
 		times = append(times, m.GetOccurredAt().AsTime())
 	}
-	for u, n := range perUser {
-		if n > 1 {
+	s.mu.Lock()
+	for u, seqs := range places {
+		n := 0
+		for _, k := range seqs {
+			n += k
+		}
+		switch {
+		case n > len(seqs):
 			o.admittedTwice++
-			s.mu.Lock()
-			t.Logf("%s admitted %d times (told their token expired %d times; last position %s)", u, n, s.expired[u], s.last[u])
-			s.mu.Unlock()
+			t.Logf("%s: a place admitted twice: tokens per sequence number %v (told their token expired %d times; last position %s)", u, seqs, s.expired[u], s.last[u])
+		case len(seqs) > s.entries[u]:
+			o.admittedTwice++
+			t.Logf("%s: admitted to %d places after %d enters (told their token expired %d times; last position %s)", u, len(seqs), s.entries[u], s.expired[u], s.last[u])
+		case len(seqs) > 1:
+			t.Logf("%s admitted to %d places: entered again %d times after told their token expired (last position %s)", u, len(seqs), s.expired[u], s.last[u])
 		}
 	}
+	s.mu.Unlock()
 	orderIDs := map[string]bool{}
 	for _, ev := range l.byKey(events.RoutingKeyOrderCreated) {
 		if m, ok := ev.msg.(*v1.OrderCreated); ok && m.GetQueueId() == s.r.q {
