@@ -3,9 +3,6 @@ SHELL := /bin/bash
 GO    ?= go
 SERVICES := queue-gateway admission-dispatcher order-service notification-service
 BIN := bin
-# Test binaries run at once by make test: most of the suite waits on servers
-# and timers, not on the CPU, so more than the two cores' worth.
-TEST_PACKAGES ?= 4
 
 
 .PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs bench-overhead run clean services-up podman images images-test
@@ -31,7 +28,7 @@ fmt: ## gofmt the tree
 test: vet ## install and start what the tests need (local servers, Chromium), vet, then every test with the race detector
 	@deploy/local/services-up.sh --install --tests
 	@test -z "$$(gofmt -l pkg services deploy)" || { echo "gofmt needed:"; gofmt -l pkg services deploy; exit 1; }
-	$(GO) test -race -count=1 -p $(TEST_PACKAGES) -timeout 15m work
+	$(GO) test -race -count=1 -timeout 15m work
 	@# allocation counts hold only without -race: the packages that count them, not the workspace
 	@pkgs=$$(grep -rl --include='*_test.go' 'func Test[A-Za-z]*DoesNotAllocate' pkg services | xargs -r -n1 dirname | sort -u | sed 's|^|./|'); \
 	  if [ -n "$$pkgs" ]; then echo "$(GO) test -count=1 -run DoesNotAllocate $$pkgs"; $(GO) test -count=1 -run DoesNotAllocate $$pkgs; fi
