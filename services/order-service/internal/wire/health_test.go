@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -94,7 +95,11 @@ func TestHealthReportsTheOrders(t *testing.T) {
 			sum.orders, sum.created, sum.unavailable, sum.withP95, sum.sources, n, n)
 	}
 	var last queue.OrderHealth
-	for _, r := range s.healthOf(s.q) {
+	// In the order they were made: two reports published a moment apart
+	// (one whose confirm was slow) may arrive the other way round.
+	reports := s.healthOf(s.q)
+	slices.SortFunc(reports, func(a, b queue.OrderHealth) int { return a.At.Compare(b.At) })
+	for _, r := range reports {
 		// A P95 without orders is an interval that ended while an attempt
 		// was still being answered: its age is sampled (health.go), so a
 		// report can show a P95 with 0 orders, never orders without one.
