@@ -386,14 +386,22 @@ func TestMeasuredRateOnlyWhenFresh(t *testing.T) {
 	}
 }
 
-func TestScriptsRunAfterScriptCacheIsLost(t *testing.T) {
-	t.Parallel()
-	srv := testenv.StartRedisServer(t)
-	rdb, err := redisstore.NewClient(srv.URL())
+// privateClient is a client of a test's own server, closed after the
+// test's other cleanups (a queue's purge among them).
+func privateClient(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := redisstore.NewClient(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rdb.Close()
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func TestScriptsRunAfterScriptCacheIsLost(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedisServer(t)
+	rdb := privateClient(t, srv.URL())
 	s, _ := redisstore.NewStore(rdb)
 	ctx := context.Background()
 	if err := s.LoadScripts(ctx); err != nil {
@@ -418,16 +426,7 @@ func TestScriptsRunAfterScriptCacheIsLost(t *testing.T) {
 func TestPipelinedScriptsRunWhenTheNodeStillLacksThem(t *testing.T) {
 	t.Parallel()
 	srv := testenv.StartRedisServer(t)
-	rdb, err := redisstore.NewClient(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	flusher, err := redisstore.NewClient(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer flusher.Close()
+	rdb, flusher := privateClient(t, srv.URL()), privateClient(t, srv.URL())
 	s, _ := redisstore.NewStore(rdb)
 	ctx := context.Background()
 	q := newQueue(t, s, nil)
