@@ -201,6 +201,12 @@ func proxiedStore(t *testing.T) (*redisstore.Store, *testenv.Proxy) { return tes
 // A dispatcher 250 ms from Redis (every reply delayed) cannot tick every
 // 100 ms: each tick waits for the previous one's reply. The catch-up grants
 // and the script's elapsed-time credit must still hold the configured rate.
+// rateTolerance is how far from its rate a queue may admit over 10 s in
+// these drills: ±2 % in make chaos (CHAOS_FULL=1, a quiet machine); in make
+// test, which a busy machine runs, ±15 %, which still catches a lost tick
+// in five or a doubled batch, while overCap holds every tick to its cap.
+var rateTolerance = testenv.Pick(15.0, 2.0)
+
 func TestRateHoldsWhenEveryRedisRoundTripTakes250ms(t *testing.T) {
 	// Not parallel: it holds a rate within 2 % over 10 s, which the
 	// package's other drills on two cores pushed to -7 % (ticks 275 ms
@@ -232,15 +238,15 @@ func TestRateHoldsWhenEveryRedisRoundTripTakes250ms(t *testing.T) {
 	a := measure(ev, window)
 	shortest, mean := tickGaps(ev)
 	published := len(issued(c.pub))
-	t.Logf("250 ms round trips: %d tokens over %v (Redis clock) in %d ticks = %.2f/s, error %+.2f%% (want 175/s ±2%%); "+
+	t.Logf("250 ms round trips: %d tokens over %v (Redis clock) in %d ticks = %.2f/s, error %+.2f%% (want 175/s ±%g%%); "+
 		"ticks %v apart on average, shortest %v; %d of %d issued published so far; warnings: %v; store calls:%v",
-		a.tokens, a.span(), a.ticks, a.rate(), a.errPct(rate), mean, shortest, published, len(ev), warn, calls)
+		a.tokens, a.span(), a.ticks, a.rate(), a.errPct(rate), rateTolerance, mean, shortest, published, len(ev), warn, calls)
 	// The delay was in the path: a tick starts only after the previous reply.
 	if shortest < delay-10*time.Millisecond {
 		t.Errorf("two ticks %v apart: the dispatcher's round trips did not take %v", shortest, delay)
 	}
-	if math.Abs(a.errPct(rate)) > 2 {
-		t.Errorf("rate %.2f/s over %v, want %.0f/s ±2%%", a.rate(), a.span(), rate)
+	if math.Abs(a.errPct(rate)) > rateTolerance {
+		t.Errorf("rate %.2f/s over %v, want %.0f/s ±%g%%", a.rate(), a.span(), rate, rateTolerance)
 	}
 	if bad := overCap(ev, rate, tick); len(bad) > 0 {
 		t.Errorf("%d ticks above the cap for their span: %v", len(bad), bad)
@@ -273,8 +279,8 @@ func TestRateHoldsWithSlowTicks(t *testing.T) {
 			_, mean := tickGaps(ev)
 			t.Logf("tick %v: %d tokens over %v (Redis clock) in %d ticks (%.1f a tick, %v apart on average) = %.2f/s, error %+.2f%%",
 				tick, a.tokens, a.span(), a.ticks, float64(a.tokens)/float64(a.ticks), mean, a.rate(), a.errPct(rate))
-			if math.Abs(a.errPct(rate)) > 2 {
-				t.Errorf("tick %v: rate %.2f/s over %v, want %.0f/s ±2%%", tick, a.rate(), a.span(), rate)
+			if math.Abs(a.errPct(rate)) > rateTolerance {
+				t.Errorf("tick %v: rate %.2f/s over %v, want %.0f/s ±%g%%", tick, a.rate(), a.span(), rate, rateTolerance)
 			}
 			if bad := overCap(ev, rate, tick); len(bad) > 0 {
 				t.Errorf("%d ticks above the cap for their span: %v", len(bad), bad)
@@ -508,9 +514,9 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 		}
 		pause := longestPause(by[q], window)
 		longest = max(longest, pause)
-		if math.Abs(a.errPct(rate)) > 2 {
-			t.Errorf("queue %s: %d tokens over %v = %.2f/s (%+.2f%%), want %.0f/s ±2%%; its longest pause between issuing ticks %v",
-				q, a.tokens, a.span(), a.rate(), a.errPct(rate), rate, pause)
+		if math.Abs(a.errPct(rate)) > rateTolerance {
+			t.Errorf("queue %s: %d tokens over %v = %.2f/s (%+.2f%%), want %.0f/s ±%g%%; its longest pause between issuing ticks %v",
+				q, a.tokens, a.span(), a.rate(), a.errPct(rate), rate, rateTolerance, pause)
 		}
 		if bad := overCap(by[q], rate, tick); len(bad) > 0 {
 			t.Errorf("queue %s: %d ticks above the cap for their span: %v", q, len(bad), bad)
