@@ -36,7 +36,8 @@ test: vet ## install and start what the tests need (local servers, Chromium), ve
 fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
 	@GO=$(GO) deploy/fuzz/run.sh
 
-bench: ## measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write docs/BENCHMARKS.md (BENCH_QUICK=1 shortens)
+bench: ## install and start what it needs (the local servers, wrk), measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write docs/BENCHMARKS.md (BENCH_QUICK=1 shortens)
+	@deploy/local/services-up.sh --install --bench
 	@deploy/bench/bench.sh
 
 demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print the report, stop the stack

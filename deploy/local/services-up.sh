@@ -2,18 +2,20 @@
 # Make sure the local Redis, RabbitMQ and PostgreSQL answer: start each one that
 # is installed and stopped, after checking the tools deploy/local/run.sh uses
 # (curl, jq, psql). With --tests, also what the tests use: Debian's Chromium
-# (the browser test) and iproute2 (the partition drills). With --install,
+# (the browser test) and iproute2 (the partition drills); with --bench, what
+# make bench drives the load with (wrk). With --install,
 # apt-get installs what is missing (as root, or through sudo); without it,
 # or where apt-get cannot, each missing piece is named with its package and
 # we fail. make run and make test call it with --install.
 set -euo pipefail
 
-install=false tests=false
+install=false tests=false bench=false
 for arg in "$@"; do
   case $arg in
     --install) install=true ;;
     --tests) tests=true ;;
-    *) echo "usage: $0 [--install] [--tests]" >&2; exit 2 ;;
+    --bench) bench=true ;;
+    *) echo "usage: $0 [--install] [--tests] [--bench]" >&2; exit 2 ;;
   esac
 done
 
@@ -76,6 +78,9 @@ need jq jq || missing=1
 if $tests; then
   need chromium chromium || missing=1
   need ip iproute2 || missing=1
+fi
+if $bench; then
+  need wrk wrk || missing=1
 fi
 ((missing == 0)) || exit 1
 

@@ -460,7 +460,11 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 	// Polled like testenv.WaitFor, but a timeout says how far each queue
 	// got; every half second, as each poll copies tens of thousands of
 	// events and the replica under test shares the two cores.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+	// 30 s on a quiet machine (make chaos); a busy one publishes 200
+	// queues' events more slowly (half of them in 30 s, with the other
+	// core busy), which is not what this drill measures.
+	wait := testenv.Pick(120*time.Second, 30*time.Second)
+	for deadline := time.Now().Add(wait); ; time.Sleep(500 * time.Millisecond) {
 		by := issuedBy(c.pub)
 		behind, shortest, tokens := 0, time.Duration(math.MaxInt64), 0
 		for _, q := range ids {
@@ -494,9 +498,9 @@ func TestTwoHundredQueuesOnOneReplicaEachGetTheirRate(t *testing.T) {
 				longest = max(longest, longestPause(ev, window))
 			}
 			p99, mean, n := m.tickStats()
-			t.Fatalf("after 30 s %d of %d queues have not published 10 s of admissions (the shortest %v); %d tokens published (%d issued); "+
+			t.Fatalf("after %v %d of %d queues have not published 10 s of admissions (the shortest %v); %d tokens published (%d issued); "+
 				"counting the outboxes too, each queue admitted at %.2f..%.2f/s over 10 s, the longest pause between issuing ticks %v; tick round p99 %v, mean %v over %d rounds; "+
-				"warnings: %v; store calls:%v", behind, queues, shortest, tokens, m.issuedSum(),
+				"warnings: %v; store calls:%v", wait, behind, queues, shortest, tokens, m.issuedSum(),
 				lo, hi, longest, p99, mean, n, warn, calls)
 		}
 	}

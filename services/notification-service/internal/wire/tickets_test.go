@@ -172,8 +172,12 @@ func TestStreamsWithTicketsTakePositionsFromTheFrontier(t *testing.T) {
 		}
 	}
 	// One ZRANK a round for the plain stream (and at most one more for a
-	// round cut by the window's edges); none for the three with tickets.
-	if d := z1 - z0; d > int64(rounds)+1 || d < int64(rounds)-1 {
+	// round cut by the window's edges); none for the three with tickets
+	// (make chaos). On a busy machine (make test) a round may come after
+	// the frontier's refresh was due and read the ticket streams too: up
+	// to one more a round; without the frontier there would be three.
+	slack := int64(testenv.Pick(rounds, 1))
+	if d := z1 - z0; d > int64(rounds)+slack || d < int64(rounds)-1 {
 		t.Fatalf("%d ZRANKs over %d rounds: the ticket streams' positions were read from Redis", d, rounds)
 	}
 	t.Logf("%d rounds in 2 s: %d ZRANKs (the plain stream's), 0 for the 3 ticket streams", rounds, z1-z0)

@@ -275,7 +275,9 @@ func settleOnce(t *testing.T, tokens order.Tokens, issue Issuer) {
 func overdueEndedOnly(t *testing.T, tokens order.Tokens, issue Issuer) {
 	ctx := context.Background()
 	q := queuetest.ID(t)
-	const short = 100 * time.Millisecond
+	// Short, but long enough that a busy machine checks before it ends
+	// (100 ms lapsed before the first check with the other core busy).
+	const short = 2 * time.Second
 	var lapsed queue.Consumed
 	start := time.Now().Truncate(time.Millisecond)
 	for _, u := range []struct {
