@@ -51,7 +51,8 @@ gobench: ## the Go benchmarks of the store and handlers against the local server
 
 chaos: ## fault drills, full form: kills, broker/Redis restarts, database cuts, a 60 s broker outage, Redis failovers (Sentinel lagging and under load, a Cluster master), a partitioned leader, a primary isolated from its sentinels and replicas (split brain), a gateway cut off from the sentinels, each RabbitMQ node of a cluster (make test runs the short forms)
 	CHAOS_FULL=1 $(GO) test -tags chaosfull -count=1 -v -timeout 30m ./deploy/chaos
-	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestBrokerOutageBoundsTheOutboxAndLosesNoEvent|TestPausedQueueIssuesNothingThenResumesAtTheRate|TestRateHolds|TestTwoHundredQueuesOnOneReplicaEachGetTheirRate' ./services/admission-dispatcher/internal/dispatch
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestBrokerOutageBoundsTheOutboxAndLosesNoEvent|TestPausedQueueIssuesNothingThenResumesAtTheRate|TestRateHolds|TestTwoHundredQueuesOnOneReplicaEachGetTheirRate|TestShardedQueueAdmitsAtTheQueueRate' ./services/admission-dispatcher/internal/dispatch
+	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 5m -run 'TestStreamsWithTicketsTakePositionsFromTheFrontier' ./services/notification-service/internal/wire
 	CHAOS_FULL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestAdaptiveAdmissionFollowsASlowDatabase' ./deploy/e2e
 
 proto: ## regenerate pkg/events/waitingroomv1 from proto/ (buf + protoc-gen-go, fetched with go)
