@@ -133,8 +133,32 @@ if have wrk; then
   t_pairs=$(python3 -c "import sys; print(', '.join(f'{float(a):.0f} / {float(b):.0f}' for a,b in (p.split('/') for p in sys.argv[1:])))" $pairs)
   say "tickets against bare, interleaved pairs ($t_pairs): median ratio $t_ratio"
   kill $BAREPID
+  # The same polls with presence on (awayAfterSeconds 10): all $TN people
+  # tracked (a sighting each, as enter writes it); the gateway sends its
+  # sightings once a second, one script call a line.
+  putq $TQ '{"awayAfterSeconds":10}'
+  $RC EVAL "local ms = redis.call('TIME')[1] * 1000 for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], ms, ARGV[2] .. (i - 1)) end return 1" \
+    1 "wr:{$TQ}:seen" "$TN" tk- >/dev/null
+  sleep 1.5 # the gateway's configuration cache learns the knob
+  evalcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_eval(sha)?:/ {s += $2} END {print s+0}'; }
+  rcpu() { $RC INFO cpu | awk -F: '/^used_cpu_(sys|user):/ {s += $2} END {print s}'; }
+  sighted() { curl -fsS "http://$OPS/metrics" | awk '/^waitingroom_presence_sightings_total\{/ {s += $2} END {print s+0}'; }
+  c0=$(cmdcalls); e0=$(evalcalls); u0=$(rcpu); s0=$(sighted)
+  say "wrk: gateway position with tickets, presence on ($TN tracked)"
+  read -r tp_rps tp_p50 tp_p99 tp_bad < <(wrkrun tickets-presence GET "$W/tickets.txt" "$GW/api/v1/queues/$TQ/position")
+  sleep 1.5 # the last batch
+  c1=$(cmdcalls); e1=$(evalcalls); u1=$(rcpu); s1=$(sighted)
+  tp_reqs=$(awk '/requests in/ {print $1}' "$W/wrk-tickets-presence.txt")
+  tp_cpp=$(calc "round(($c1 - $c0 - 4) / max(1, ${tp_reqs:-0}), 4)")
+  tp_calls=$(calc "round(($e1 - $e0) / max(1, ${tp_reqs:-0}), 5)")
+  tp_sightings=$(calc "int($s1 - $s0)")
+  tp_cpu=$(calc "round(($u1 - $u0) * 1e6 / max(1, $s1 - $s0), 2)")
+  tp_ratio=$(calc "round(${tp_rps:-0} / max(1e-9, float('${t_rps:-0}' or 0)), 2)")
+  say "tickets with presence: $tp_rps req/s (p99 $tp_p99), $tp_calls script calls and $tp_cpp Redis commands a poll, $tp_sightings sightings sent, Redis CPU $tp_cpu µs a sighting; $tp_ratio of presence off"
+  putq $TQ '{"awayAfterSeconds":0}'
 else
   missing+=("wrk"); e_rps=0; p_rps=0; b_rps=0; t_rps=0; t_ratio=n/a; t_pairs=n/a
+  tp_rps=0; tp_p99='?'; tp_calls='?'; tp_cpp='?'; tp_sightings=0; tp_cpu='?'; tp_ratio=n/a
 fi
 if [[ ${BENCH_ONLY:-} == gateway ]]; then
   say "BENCH_ONLY=gateway: enter $e_rps req/s; position $p_rps req/s (p99 $p_p99); tickets $t_rps req/s (p99 $t_p99, $t_cpp commands a poll); bare $b_rps req/s; tickets/bare pairs $t_pairs, median $t_ratio; BENCHMARKS.md not written"
@@ -466,6 +490,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 |---|---|---|---|
 | gateway \`GET /position\` ($WRK_C connections) | ${p_rps} req/s (p50 ${p_p50}, p99 ${p_p99}) | bare net/http: ${b_rps} req/s; redis-benchmark EVALSHA position: ${ev_rps} req/s | $(ratio "$p_rps" "$b_rps") of bare, $(ratio "$p_rps" "$ev_rps") of Redis |
 | gateway \`GET /position\` with tickets, $TN waiting ($WRK_C connections) | ${t_rps} req/s (p50 ${t_p50}, p99 ${t_p99}); ${t_cpp} Redis commands a poll (INFO commandstats); ${t_front} of polls answered from the frontier | bare net/http: ${b_rps} req/s; interleaved 5 s pairs, tickets / bare: ${t_pairs} req/s | ${t_ratio} of bare (median of the pairs; without tickets: $(ratio "$p_rps" "$b_rps")) |
+| the same, presence on (\`awayAfterSeconds\` 10, all $TN tracked) | ${tp_rps} req/s (p99 ${tp_p99}); ${tp_calls} Redis script calls and ${tp_cpp} Redis commands a poll; ${tp_sightings} sightings sent, ${tp_cpu} µs of Redis CPU a sighting | presence off: ${t_rps} req/s | ${tp_ratio} of presence off |
 | gateway \`POST /enter\` ($WRK_C connections) | ${e_rps} req/s (p50 ${e_p50}, p99 ${e_p99}) | bare net/http: ${b_rps} req/s | $(ratio "$e_rps" "$b_rps") of bare |
 | admission accuracy at 175/s (${DISP_WIN} s) | ${i175} issued of ${e175} expected | | ${p175} % |
 | admission accuracy at 10,000/s (${DISP_WIN} s) | ${i10k} issued of ${e10k} expected | | ${p10k} % |

@@ -217,6 +217,8 @@ func (l *listener) byKey(k string) []event {
 			m = &v1.OrderFailed{}
 		case events.RoutingKeyTokenRestored:
 			m = &v1.TokenRestored{}
+		case events.RoutingKeyUserAbandoned:
+			m = &v1.UserAbandoned{}
 		}
 		if m != nil && proto.Unmarshal(d.Body, m) != nil {
 			m = nil

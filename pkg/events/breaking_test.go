@@ -249,8 +249,10 @@ func TestBreaks(t *testing.T) {
 				`message waitingroom.v1.QueueStarted removed`,
 				`message waitingroom.v1.QueueDrawn removed`,
 				`message waitingroom.v1.OrderHealth removed`,
+				`message waitingroom.v1.UserAbandoned removed`,
 				`enum waitingroom.v1.TokenExpiredReason removed`,
 				`enum waitingroom.v1.OrderFailureReason removed`,
+				`enum waitingroom.v1.UserAbandonedReason removed`,
 			},
 		},
 		{

@@ -31,6 +31,7 @@ const (
 	RoutingKeyQueueStarted  = "queue.started"
 	RoutingKeyQueueDrawn    = "queue.drawn"
 	RoutingKeyOrderHealth   = "order.health"
+	RoutingKeyUserAbandoned = "user.abandoned"
 )
 
 // ErrUnknownType is returned (wrapped) for a message or type name that is not
@@ -62,6 +63,7 @@ var registry = func() map[protoreflect.FullName]event {
 		{&waitingroomv1.QueueStarted{}, RoutingKeyQueueStarted},
 		{&waitingroomv1.QueueDrawn{}, RoutingKeyQueueDrawn},
 		{&waitingroomv1.OrderHealth{}, RoutingKeyOrderHealth},
+		{&waitingroomv1.UserAbandoned{}, RoutingKeyUserAbandoned},
 	} {
 		t := e.m.ProtoReflect().Type()
 		r[t.Descriptor().FullName()] = event{routingKey: e.key, typ: t}

@@ -24,6 +24,7 @@ func TestConstants(t *testing.T) {
 		{events.RoutingKeyQueueStarted, "queue.started"},
 		{events.RoutingKeyQueueDrawn, "queue.drawn"},
 		{events.RoutingKeyOrderHealth, "order.health"},
+		{events.RoutingKeyUserAbandoned, "user.abandoned"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
@@ -45,6 +46,7 @@ func TestTypeNameAndRoutingKey(t *testing.T) {
 		{&v1.QueueStarted{}, "waitingroom.v1.QueueStarted", "queue.started"},
 		{&v1.QueueDrawn{}, "waitingroom.v1.QueueDrawn", "queue.drawn"},
 		{&v1.OrderHealth{}, "waitingroom.v1.OrderHealth", "order.health"},
+		{&v1.UserAbandoned{}, "waitingroom.v1.UserAbandoned", "user.abandoned"},
 		// A typed nil still has a type: publishers may pass one to look up a key.
 		{(*v1.OrderFailed)(nil), "waitingroom.v1.OrderFailed", "order.failed"},
 	} {
@@ -121,6 +123,10 @@ func TestDecodeRoundTrip(t *testing.T) {
 			Source: "order-service-7f9c", IntervalMs: 1000, Orders: 180, Created: 171, P95Ms: 212,
 			Unavailable: 3, OutboxBacklog: 40,
 		},
+		&v1.UserAbandoned{
+			EventId: "sale:42.abandoned", OccurredAt: later, QueueId: "sale", UserId: "u1",
+			Sequence: 42, Reason: v1.UserAbandonedReason_USER_ABANDONED_REASON_AWAY,
+		},
 	} {
 		name := events.TypeName(msg)
 		t.Run(name, func(t *testing.T) {
@@ -192,8 +198,8 @@ func TestDecodeErrors(t *testing.T) {
 // without a routing key in events.go.
 func TestEveryMessageIsRegistered(t *testing.T) {
 	msgs := v1.File_waitingroom_v1_events_proto.Messages()
-	if msgs.Len() != 8 {
-		t.Errorf("events.proto has %d messages, want 8: update this test and docs/EVENTS.md", msgs.Len())
+	if msgs.Len() != 9 {
+		t.Errorf("events.proto has %d messages, want 9: update this test and docs/EVENTS.md", msgs.Len())
 	}
 	keys := make(map[string]string)
 	for i := range msgs.Len() {
@@ -213,7 +219,7 @@ func TestEveryMessageIsRegistered(t *testing.T) {
 		}
 		keys[key] = name
 	}
-	if len(keys) != 8 {
-		t.Errorf("%d distinct routing keys, want 8", len(keys))
+	if len(keys) != 9 {
+		t.Errorf("%d distinct routing keys, want 9", len(keys))
 	}
 }

@@ -45,6 +45,15 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			Seed: e.Seed, SeedSha256: e.SeedSHA256, PreQueued: unsigned(e.PreQueued), Placed: unsigned(e.Placed),
 			FirstSequence: unsigned(e.FirstSeq), LastSequence: unsigned(e.LastSeq),
 		}, RoutingKeyQueueDrawn, nil
+	case queue.EventUserAbandoned:
+		reason := waitingroomv1.UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED
+		if v, ok := waitingroomv1.UserAbandonedReason_value["USER_ABANDONED_REASON_"+e.Reason]; ok {
+			reason = waitingroomv1.UserAbandonedReason(v)
+		}
+		return &waitingroomv1.UserAbandoned{
+			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
+			Sequence: unsigned(e.Seq), Reason: reason,
+		}, RoutingKeyUserAbandoned, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
 }

@@ -74,9 +74,30 @@ func TestFromOutbox(t *testing.T) {
 			RoutingKeyQueueDrawn,
 			&waitingroomv1.QueueDrawn{EventId: "q.drawn.2", OccurredAt: ts(at), QueueId: "q", Seed: seed, SeedSha256: sha},
 		},
+		// A person away past the grace, removed from the line (issue.lua:
+		// eid <line>:<seq>.abandoned, reason AWAY).
+		{
+			queue.Event{Type: "UserAbandoned", ID: "q:42.abandoned", QueueID: "q", UserID: "u", Seq: 42, Reason: "AWAY", OccurredAt: at},
+			RoutingKeyUserAbandoned,
+			&waitingroomv1.UserAbandoned{EventId: "q:42.abandoned", OccurredAt: ts(at), QueueId: "q", UserId: "u", Sequence: 42,
+				Reason: waitingroomv1.UserAbandonedReason_USER_ABANDONED_REASON_AWAY},
+		},
+		// A reason this build does not know (a newer store), or none:
+		// UNSPECIFIED, the person removed all the same.
+		{
+			queue.Event{Type: "UserAbandoned", ID: "q:43.abandoned", QueueID: "q", UserID: "v", Seq: 43, Reason: "BANNED", OccurredAt: at},
+			RoutingKeyUserAbandoned,
+			&waitingroomv1.UserAbandoned{EventId: "q:43.abandoned", OccurredAt: ts(at), QueueId: "q", UserId: "v", Sequence: 43,
+				Reason: waitingroomv1.UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED},
+		},
+		{
+			queue.Event{Type: "UserAbandoned", ID: "q:44.abandoned", QueueID: "q", UserID: "w", Seq: 44, OccurredAt: at},
+			RoutingKeyUserAbandoned,
+			&waitingroomv1.UserAbandoned{EventId: "q:44.abandoned", OccurredAt: ts(at), QueueId: "q", UserId: "w", Sequence: 44},
+		},
 	}
-	if len(tests) != 7 {
-		t.Fatalf("%d cases, want 7", len(tests))
+	if len(tests) != 10 {
+		t.Fatalf("%d cases, want 10", len(tests))
 	}
 	for _, tt := range tests {
 		got, key, err := FromOutbox(tt.in)
@@ -98,6 +119,20 @@ func TestFromOutbox(t *testing.T) {
 	}
 	if got := d.GetOccurredAt().AsTime().Sub(at); got != 3*time.Second {
 		t.Errorf("QueueDrawn occurred_at - at = %v, want 3s", got)
+	}
+	// The abandoned person through the getters a consumer uses, and its
+	// routing key as the registry has it.
+	m, key, err := FromOutbox(tests[7].in)
+	u, ok := m.(*waitingroomv1.UserAbandoned)
+	if err != nil || !ok {
+		t.Fatalf("FromOutbox(UserAbandoned) = %T, %v", m, err)
+	}
+	if u.GetEventId() != "q:42.abandoned" || u.GetQueueId() != "q" || u.GetUserId() != "u" || u.GetSequence() != 42 ||
+		u.GetReason() != waitingroomv1.UserAbandonedReason_USER_ABANDONED_REASON_AWAY || !u.GetOccurredAt().AsTime().Equal(at) {
+		t.Errorf("UserAbandoned = %v, want q:42.abandoned q u 42 AWAY at %v", u, at)
+	}
+	if rk, err := RoutingKey(u); key != "user.abandoned" || rk != key || err != nil {
+		t.Errorf("UserAbandoned routing key %q, registry %q %v; want user.abandoned", key, rk, err)
 	}
 	if _, _, err := FromOutbox(queue.Event{Type: "Bogus"}); !errors.Is(err, ErrUnknownType) {
 		t.Fatalf("unknown type: %v", err)

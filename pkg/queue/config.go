@@ -127,6 +127,26 @@ type Config struct {
 	// StartsAt, each line draws its own pre-queue with the queue's one
 	// seed. Valid from 1 to [MaxShards].
 	Shards int `json:"shards"`
+	// AwayAfterSeconds turns presence on: a person whose client showed
+	// no sign of life (an enter, a poll, an open event stream) for this
+	// long is away, and admission passes over them without a token, the
+	// next present people taking their turn in the same tick; positions
+	// and wait estimates count only present people ahead. The suggested
+	// poll interval stays under a third of it (less a second), so a person
+	// who follows the server is never away, even with a poll lost. Nobody
+	// is made away in a line that got no sightings for 3 s
+	// (PresenceStaleAfter). 0 turns
+	// presence off (the default); on, it is at least
+	// [MinAwayAfterSeconds]. See docs/DESIGN.md, "Presence". Valid from 0
+	// to [MaxAwayAfterSeconds].
+	AwayAfterSeconds int64 `json:"awayAfterSeconds"`
+	// AwayGraceSeconds is how long after being passed over an away person
+	// may come back and be admitted at once, ahead of everyone who entered
+	// after them; past it they are out of the line (ABANDONED, a
+	// UserAbandoned event) and entering again goes to the back. It follows
+	// AwayAfterSeconds (a change of that knob sets it too) until it is set
+	// itself. Valid from 0 to [MaxAwayGraceSeconds].
+	AwayGraceSeconds int64 `json:"awayGraceSeconds"`
 }
 
 // FailMode is a queue's answer to a Redis outage.
@@ -183,6 +203,9 @@ const (
 	MaxMaxOrdersPerUser     = 1000
 	MinTargetOrderLatencyMs = 10
 	MaxTargetOrderLatencyMs = 60_000
+	MinAwayAfterSeconds     = 5
+	MaxAwayAfterSeconds     = 3600
+	MaxAwayGraceSeconds     = 24 * 3600
 	// MaxStartsAhead is the furthest ahead a start time may be set.
 	MaxStartsAhead = 366 * 24 * time.Hour
 )
@@ -285,6 +308,12 @@ func (c Config) Validate() []FieldError {
 	}
 	if c.Shards < 1 || c.Shards > MaxShards {
 		add("shards", "must be between 1 and %d", MaxShards)
+	}
+	if c.AwayAfterSeconds != 0 && (c.AwayAfterSeconds < MinAwayAfterSeconds || c.AwayAfterSeconds > MaxAwayAfterSeconds) {
+		add("awayAfterSeconds", "must be 0 (off) or between %d and %d", MinAwayAfterSeconds, MaxAwayAfterSeconds)
+	}
+	if c.AwayGraceSeconds < 0 || c.AwayGraceSeconds > MaxAwayGraceSeconds {
+		add("awayGraceSeconds", "must be between 0 and %d", MaxAwayGraceSeconds)
 	}
 	if c.MaxOrdersPerUser < 0 || c.MaxOrdersPerUser > MaxMaxOrdersPerUser {
 		add("maxOrdersPerUser", "must be between 0 (no limit) and %d", MaxMaxOrdersPerUser)

@@ -13,6 +13,9 @@ const (
 	// EventQueueDrawn: every pre-queued person has a place; carries the
 	// seed.
 	EventQueueDrawn = "QueueDrawn"
+	// EventUserAbandoned: a person away (presence) past the queue's grace
+	// was removed from the line; Seq is the place they lost.
+	EventUserAbandoned = "UserAbandoned"
 )
 
 // Event is one entry of a queue's outbox: a state change to be published.

@@ -29,6 +29,10 @@ type Patch struct {
 	TargetOrderLatencyMs   *int64
 	FailMode               *FailMode
 	Shards                 *int64
+	AwayAfterSeconds       *int64
+	// AwayGraceSeconds unset follows AwayAfterSeconds while the two are
+	// equal (see Config.AwayGraceSeconds).
+	AwayGraceSeconds *int64
 }
 
 // Apply returns c with the patch's fields set.
@@ -64,6 +68,13 @@ func (p Patch) Apply(c Config) Config {
 	if p.Shards != nil {
 		c.Shards = int(min(max(*p.Shards, -1), MaxShards+1)) // out of range stays out of range for Validate
 	}
+	if p.AwayAfterSeconds != nil {
+		if p.AwayGraceSeconds == nil && c.AwayGraceSeconds == c.AwayAfterSeconds {
+			c.AwayGraceSeconds = *p.AwayAfterSeconds
+		}
+		c.AwayAfterSeconds = *p.AwayAfterSeconds
+	}
+	setInt(&c.AwayGraceSeconds, p.AwayGraceSeconds)
 	return c
 }
 
@@ -176,6 +187,10 @@ func DecodePatch(data []byte) (Patch, []FieldError) {
 			p.MaxOrdersPerUser, msg = decodeInt(v)
 		case "shards":
 			p.Shards, msg = decodeInt(v)
+		case "awayAfterSeconds":
+			p.AwayAfterSeconds, msg = decodeInt(v)
+		case "awayGraceSeconds":
+			p.AwayGraceSeconds, msg = decodeInt(v)
 		default:
 			msg = "unknown field"
 		}

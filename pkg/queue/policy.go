@@ -84,8 +84,17 @@ func seconds(secs float64) time.Duration {
 // RetryAfter is how long the client should wait before asking again, without
 // jitter: 1 s in the first hundred, then 1 s more for each doubling of the
 // position, capped at MaxRetryAfter, and never longer than half the ETA (a
-// fast queue must not make a user miss their turn by polling too slowly).
+// fast queue must not make a user miss their turn by polling too slowly),
+// nor than MaxPoll (a queue with presence on).
 func (s Standing) RetryAfter() time.Duration {
+	d := s.retryAfter()
+	if s.MaxPoll > 0 {
+		d = min(d, s.MaxPoll)
+	}
+	return d
+}
+
+func (s Standing) retryAfter() time.Duration {
 	switch s.State {
 	case PreQueue:
 		return s.preQueueRetry(0.5)
@@ -114,10 +123,14 @@ const BypassRetryAfter = 5 * time.Second
 // pre-queued person's is spread already (over a window longer than any
 // jitter would keep), everyone else's is RetryAfter jittered.
 func (s Standing) pollHint(r float64) time.Duration {
+	d := Jitter(s.RetryAfter())
 	if s.State == PreQueue {
-		return s.preQueueRetry(r)
+		d = s.preQueueRetry(r)
 	}
-	return Jitter(s.RetryAfter())
+	if s.MaxPoll > 0 {
+		d = min(d, s.MaxPoll)
+	}
+	return d
 }
 
 // Jitter spreads d by ±10 % so pollers who entered together drift apart, and

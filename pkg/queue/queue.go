@@ -108,6 +108,9 @@ const (
 	Expired    UserState = "EXPIRED"
 	Ordered    UserState = "ORDERED"
 	NotInQueue UserState = "NOT_IN_QUEUE"
+	// Abandoned: away (presence) past the queue's grace, out of the line;
+	// entering again goes to the back.
+	Abandoned UserState = "ABANDONED"
 )
 
 // Token is an entry token as its holder sees it. Secret is only ever returned
@@ -156,6 +159,9 @@ type Standing struct {
 	// Line is the sub-line the holder is in (0 for a queue not split):
 	// Seq counts in it. Lines is the queue's line count (0 or 1: not split).
 	Line, Lines int
+	// MaxPoll bounds the poll interval the holder is told (MaxPollFor of
+	// a queue with presence on, set by the gateway); 0: no bound.
+	MaxPoll time.Duration
 }
 
 // Ahead is the number of people in front of the user.
@@ -185,6 +191,31 @@ type Stats struct {
 	// Lines are the figures of each line of a queue split into lines (nil
 	// for one that is not); the queue's are their sums.
 	Lines []LineStats
+	// Presence: the queue's away people and what became of them (zero
+	// with presence off).
+	Presence Presence
+}
+
+// Presence is a queue's away people now and its presence counters.
+type Presence struct {
+	// Away is how many are out of the line for being away, Skipped how
+	// many of them had their place passed (in their grace).
+	Away, Skipped int64
+	// AwayTotal counts every time someone went away, CameBackTotal every
+	// return to a kept place, AbandonedTotal those removed after the grace.
+	AwayTotal, CameBackTotal, AbandonedTotal int64
+}
+
+// Add is p plus o.
+func (p Presence) Add(o Presence) Presence {
+	return Presence{Away: p.Away + o.Away, Skipped: p.Skipped + o.Skipped, AwayTotal: p.AwayTotal + o.AwayTotal,
+		CameBackTotal: p.CameBackTotal + o.CameBackTotal, AbandonedTotal: p.AbandonedTotal + o.AbandonedTotal}
+}
+
+// Sightings is what one batch of sightings did: people seen, and away
+// people who came back to their place.
+type Sightings struct {
+	Seen, CameBack int64
 }
 
 // LineStats are one line's live figures.

@@ -223,6 +223,7 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 		st.Active += ls.Active
 		st.IssuedTotal += ls.IssuedTotal
 		st.MeasuredRate += ls.MeasuredRate
+		st.Presence = st.Presence.Add(ls.Presence)
 		if ls.Draw != nil && st.Draw != nil {
 			st.Draw.PreQueued += ls.Draw.PreQueued
 			st.Draw.Placed += ls.Draw.Placed
@@ -245,7 +246,7 @@ func (s *Store) lineConfig(ctx context.Context, q, id string) (queue.Config, que
 	if len(res) == 1 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
 	}
-	if len(res) != 10 {
+	if len(res) != 11 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
 	}
 	flat, _ := res[1].([]any)
@@ -261,6 +262,10 @@ func (s *Store) lineConfig(ctx context.Context, q, id string) (queue.Config, que
 	st.Waiting, _ = res[2].(int64)
 	st.Active, _ = res[3].(int64)
 	st.IssuedTotal, _ = strconv.ParseInt(str(res[4]), 10, 64)
+	if p, _ := res[10].([]any); len(p) == 5 {
+		st.Presence = queue.Presence{Away: intOf(p, 0), Skipped: intOf(p, 1), AwayTotal: intOf(p, 2),
+			CameBackTotal: intOf(p, 3), AbandonedTotal: intOf(p, 4)}
+	}
 	if d, _ := res[7].([]any); len(d) == 7 {
 		st.Draw = &queue.Draw{
 			State: queue.DrawState(str(d[0])), SeedSHA256: str(d[1]), Seed: str(d[2]),
@@ -312,6 +317,8 @@ func encodeConfig(c queue.Config) map[string]any {
 		"targetOrderLatencyMs":   c.TargetOrderLatencyMs,
 		"failMode":               string(c.FailMode),
 		"shards":                 max(1, c.Shards),
+		"awayAfterSeconds":       c.AwayAfterSeconds,
+		"awayGraceSeconds":       c.AwayGraceSeconds,
 	}
 }
 
@@ -354,6 +361,8 @@ func decodeConfig(h map[string]string) (queue.Config, error) {
 	num("powDifficultyBits", &c.PowDifficultyBits)
 	num("maxOrdersPerUser", &c.MaxOrdersPerUser)
 	num("targetOrderLatencyMs", &c.TargetOrderLatencyMs)
+	num("awayAfterSeconds", &c.AwayAfterSeconds)
+	num("awayGraceSeconds", &c.AwayGraceSeconds)
 	shards := int64(1)
 	num("shards", &shards)
 	c.Shards = int(shards)

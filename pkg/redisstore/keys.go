@@ -11,6 +11,8 @@ const (
 	StatusOrdering    = "ORDERING"
 	StatusOrdered     = "ORDERED"
 	StatusExpired     = "EXPIRED"
+	// StatusAbandoned: away past the grace (presence), out of the line.
+	StatusAbandoned = "ABANDONED"
 )
 
 // Fields of the token hash (wr:{q}:token:<user>). Times are Unix milliseconds.
@@ -96,6 +98,19 @@ func (k Keys) Spent(user string) string { return k.prefix + "spent:" + user }
 // across the lines in that order.
 func (k Keys) Entered() string { return k.prefix + "entered" }
 
+// Seen is, with presence on (the knob awayAfterSeconds), when each person
+// waiting (or pre-queued) last showed a sign of life (zset: user -> Redis
+// time in ms). A person missing from it is never away.
+func (k Keys) Seen() string { return k.prefix + "seen" }
+
+// Away holds the people out of the line for being away (zset: user -> their
+// place's sequence number): a sighting puts them back at that place.
+func (k Keys) Away() string { return k.prefix + "away" }
+
+// Skipped holds the away people whose place admission passed (zset: user ->
+// when, ms): removed as ABANDONED once awayGraceSeconds is over.
+func (k Keys) Skipped() string { return k.prefix + "skipped" }
+
 // Pow records that the enter challenge with this id was used (string,
 // expiring with the challenge).
 func (k Keys) Pow(challengeID string) string { return k.prefix + "pow:" + challengeID }
@@ -146,6 +161,8 @@ func (k Keys) leaveKeys(string) []string {
 func (k Keys) frontierKeys() []string {
 	return []string{k.Config(), k.Waiting(), k.Seq(), k.Dispatch(), k.Left(), k.LeftBins()}
 }
+
+func (k Keys) presenceKeys() []string { return []string{k.Config(), k.Waiting(), k.Dispatch()} }
 
 func (k Keys) leaseKeys() []string { return []string{k.Lock(), k.Dispatch(), k.Config()} }
 

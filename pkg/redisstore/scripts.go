@@ -44,6 +44,7 @@ var (
 	drawScript     = script("draw")
 	frontierScript = script("frontier")
 	touchScript    = script("touch")
+	presenceScript = script("presence")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
@@ -53,11 +54,12 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs.
-var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript}
+var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript}
 
 // NotificationScripts are the scripts the notification-service runs: it
-// reads positions and frontiers, and changes nothing.
-var NotificationScripts = []*redis.Script{positionScript, frontierScript}
+// reads positions and frontiers, and records the sightings of open event
+// streams (presence).
+var NotificationScripts = []*redis.Script{positionScript, frontierScript, presenceScript}
 
 // LoadScripts loads scripts into the script cache of every node (every master
 // of a cluster), so the first call of each is an EVALSHA.

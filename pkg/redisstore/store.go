@@ -306,6 +306,8 @@ func standingReply(q string, res []any) (queue.Standing, string, error) {
 		st.State = queue.Ordered
 	case "EXPIRED":
 		st.State = queue.Expired
+	case "ABANDONED":
+		st.State = queue.Abandoned
 	case "NOT_IN_QUEUE", "CLOSED", "FULL", "CHALLENGE_REQUIRED", "CHALLENGE_FAILED":
 		st.State = queue.NotInQueue
 	default:

@@ -168,6 +168,57 @@ func (OrderFailureReason) EnumDescriptor() ([]byte, []int) {
 	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
+// UserAbandonedReason says why a person was removed from the line.
+type UserAbandonedReason int32
+
+const (
+	// Not set; a consumer seeing it (or a value it does not know) should treat
+	// the person as removed all the same.
+	UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED UserAbandonedReason = 0
+	// Away (no sign of life for awayAfterSeconds) and not back within the
+	// grace after admission passed their place.
+	UserAbandonedReason_USER_ABANDONED_REASON_AWAY UserAbandonedReason = 1
+)
+
+// Enum value maps for UserAbandonedReason.
+var (
+	UserAbandonedReason_name = map[int32]string{
+		0: "USER_ABANDONED_REASON_UNSPECIFIED",
+		1: "USER_ABANDONED_REASON_AWAY",
+	}
+	UserAbandonedReason_value = map[string]int32{
+		"USER_ABANDONED_REASON_UNSPECIFIED": 0,
+		"USER_ABANDONED_REASON_AWAY":        1,
+	}
+)
+
+func (x UserAbandonedReason) Enum() *UserAbandonedReason {
+	p := new(UserAbandonedReason)
+	*p = x
+	return p
+}
+
+func (x UserAbandonedReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UserAbandonedReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_waitingroom_v1_events_proto_enumTypes[2].Descriptor()
+}
+
+func (UserAbandonedReason) Type() protoreflect.EnumType {
+	return &file_waitingroom_v1_events_proto_enumTypes[2]
+}
+
+func (x UserAbandonedReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UserAbandonedReason.Descriptor instead.
+func (UserAbandonedReason) EnumDescriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
 // TokenIssued: a user reached the front of the line and was admitted. They now
 // hold an entry token for one order attempt. Routing key "token.issued";
 // published by the admission-dispatcher.
@@ -1193,6 +1244,106 @@ func (x *OrderHealth) GetOutboxBacklog() uint64 {
 	return 0
 }
 
+// UserAbandoned: a person who was away was removed from the line. With the
+// queue's presence knob on (awayAfterSeconds), a person whose client showed
+// no sign of life (a poll, an enter, an open event stream) for that long is
+// away: admission passes over their place without a token. One who comes
+// back within the queue's grace (awayGraceSeconds) of being passed over is
+// admitted at once; past the grace they are removed, this event says so,
+// and entering again gives a new place at the back. Routing key
+// "user.abandoned"; published by the admission-dispatcher.
+type UserAbandoned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this event, an opaque string (compare it, never parse it).
+	// A redelivered or republished event keeps its id: deduplicate by it.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// When the person was removed (Redis time).
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue they waited in.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// The removed person: the "sub" claim of their JWT.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The place they lost: its sequence number, as TokenIssued.sequence
+	// counts them.
+	Sequence uint64 `protobuf:"varint,5,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Why they were removed.
+	Reason        UserAbandonedReason `protobuf:"varint,6,opt,name=reason,proto3,enum=waitingroom.v1.UserAbandonedReason" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserAbandoned) Reset() {
+	*x = UserAbandoned{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserAbandoned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserAbandoned) ProtoMessage() {}
+
+func (x *UserAbandoned) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserAbandoned.ProtoReflect.Descriptor instead.
+func (*UserAbandoned) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UserAbandoned) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *UserAbandoned) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *UserAbandoned) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *UserAbandoned) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UserAbandoned) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *UserAbandoned) GetReason() UserAbandonedReason {
+	if x != nil {
+		return x.Reason
+	}
+	return UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED
+}
+
 var File_waitingroom_v1_events_proto protoreflect.FileDescriptor
 
 const file_waitingroom_v1_events_proto_rawDesc = "" +
@@ -1295,7 +1446,15 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x06p95_ms\x18\t \x01(\x03R\x05p95Ms\x12 \n" +
 	"\vunavailable\x18\n" +
 	" \x01(\x04R\vunavailable\x12%\n" +
-	"\x0eoutbox_backlog\x18\v \x01(\x04R\routboxBacklog*\x87\x01\n" +
+	"\x0eoutbox_backlog\x18\v \x01(\x04R\routboxBacklog\"\xf4\x01\n" +
+	"\rUserAbandoned\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x1a\n" +
+	"\bsequence\x18\x05 \x01(\x04R\bsequence\x12;\n" +
+	"\x06reason\x18\x06 \x01(\x0e2#.waitingroom.v1.UserAbandonedReasonR\x06reason*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -1308,7 +1467,10 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"$ORDER_FAILURE_REASON_INVALID_REQUEST\x10\x04\x12\"\n" +
 	"\x1eORDER_FAILURE_REASON_ABANDONED\x10\x05\x12)\n" +
 	"%ORDER_FAILURE_REASON_PAYMENT_DECLINED\x10\x06\x12,\n" +
-	"(ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED\x10\aBKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
+	"(ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED\x10\a*\\\n" +
+	"\x13UserAbandonedReason\x12%\n" +
+	"!USER_ABANDONED_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aUSER_ABANDONED_REASON_AWAY\x10\x01BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
 
 var (
 	file_waitingroom_v1_events_proto_rawDescOnce sync.Once
@@ -1322,41 +1484,45 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 	return file_waitingroom_v1_events_proto_rawDescData
 }
 
-var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
-	(*TokenIssued)(nil),           // 2: waitingroom.v1.TokenIssued
-	(*TokenRestored)(nil),         // 3: waitingroom.v1.TokenRestored
-	(*TokenExpired)(nil),          // 4: waitingroom.v1.TokenExpired
-	(*OrderCreated)(nil),          // 5: waitingroom.v1.OrderCreated
-	(*OrderFailed)(nil),           // 6: waitingroom.v1.OrderFailed
-	(*QueueStarted)(nil),          // 7: waitingroom.v1.QueueStarted
-	(*QueueDrawn)(nil),            // 8: waitingroom.v1.QueueDrawn
-	(*OrderHealth)(nil),           // 9: waitingroom.v1.OrderHealth
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(UserAbandonedReason)(0),      // 2: waitingroom.v1.UserAbandonedReason
+	(*TokenIssued)(nil),           // 3: waitingroom.v1.TokenIssued
+	(*TokenRestored)(nil),         // 4: waitingroom.v1.TokenRestored
+	(*TokenExpired)(nil),          // 5: waitingroom.v1.TokenExpired
+	(*OrderCreated)(nil),          // 6: waitingroom.v1.OrderCreated
+	(*OrderFailed)(nil),           // 7: waitingroom.v1.OrderFailed
+	(*QueueStarted)(nil),          // 8: waitingroom.v1.QueueStarted
+	(*QueueDrawn)(nil),            // 9: waitingroom.v1.QueueDrawn
+	(*OrderHealth)(nil),           // 10: waitingroom.v1.OrderHealth
+	(*UserAbandoned)(nil),         // 11: waitingroom.v1.UserAbandoned
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	10, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	10, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	10, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	12, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	12, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	10, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	10, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
-	10, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
-	10, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	12, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	12, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
+	12, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
+	2,  // 15: waitingroom.v1.UserAbandoned.reason:type_name -> waitingroom.v1.UserAbandonedReason
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -1369,8 +1535,8 @@ func file_waitingroom_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   8,
+			NumEnums:      3,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

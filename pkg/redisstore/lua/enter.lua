@@ -21,6 +21,10 @@
 -- place (entered: user -> Redis TIME in µs): the leader admits across the
 -- lines in that order (queue/arrival.go).
 --
+-- With presence on (awayAfterSeconds), an enter is a sign of life: the
+-- entrant is seen now, and one who was away comes back to their place
+-- (come_back), not to the back of the line.
+--
 -- Called by: Store.EnterWithProof and Store.Enter (store.go), for the queue-gateway's app.Store (Service.enter)
 -- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
@@ -37,7 +41,7 @@
 --       7 '1' when the caller waits for replicas: an answer from a place or
 --       token someone already has writes acked's no-op (dispatch's epoch + 0)
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxQueueSize', 'maxWaitSeconds',
-  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs', 'shards')
+  'enterChallenge', 'powDifficultyBits', 'startsAtMs', 'drawPending', 'createdAtMs', 'shards', 'awayAfterSeconds')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -52,6 +56,14 @@ end
 local split = (tonumber(cfg[10] or '1') or 1) > 1
 if split then
   redis.call('EXISTS', KEYS[11])
+end
+-- Presence: its keys are read before any write.
+local tracked = (tonumber(cfg[11] or '0') or 0) > 0
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
+local away = nil
+if tracked then
+  presence_reads(prefix)
+  away = redis.call('ZSCORE', prefix .. 'away', ARGV[1])
 end
 local now = now_ms()
 local measured = admission_figures(KEYS[6], now)
@@ -79,9 +91,18 @@ if cfg[1] == 'CLOSED' then
   return reply('CLOSED', cfg[1], cfg[2], measured, total, 0)
 end
 
+-- Away: back at their place.
+if away then
+  come_back(prefix, KEYS[2], KEYS[6], ARGV[1], tonumber(away), now)
+  total = total + 1
+end
+
 -- Already waiting: the same place. A refresh never moves anyone back.
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 if rank then
+  if tracked then
+    redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', now, ARGV[1])
+  end
   acked(ARGV[7], KEYS[6], 'epoch')
   return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1, nil, redis.call('ZSCORE', KEYS[2], ARGV[1]), cfg[9])
 end
@@ -122,6 +143,9 @@ if drawing == 'SCHEDULED' then
   -- The score is the time of entry, for the record only.
   keep_trace()
   redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
+  if tracked then
+    redis.call('ZADD', prefix .. 'seen', now, ARGV[1])
+  end
   measured[5] = prequeued + 1
   return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
@@ -132,6 +156,9 @@ end
 keep_trace()
 local seq = redis.call('INCR', KEYS[3])
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
+if tracked then
+  redis.call('ZADD', prefix .. 'seen', now, ARGV[1])
+end
 if split then
   redis.call('HSET', KEYS[11], ARGV[1], now_us())
 end

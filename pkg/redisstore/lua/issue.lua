@@ -40,6 +40,16 @@
 -- first ARGV 12 people still waiting after it, for the leader to merge
 -- across the lines (queue/arrival.go), and drops the admitted people's.
 --
+-- A queue with presence on (awayAfterSeconds; docs/DESIGN.md, "Presence")
+-- has its line swept here first, while its replicas' sightings arrive:
+-- people not seen for awayAfterSeconds go out of the line into away
+-- (mark_away), and the head of the line is checked too, so the batch is
+-- made of present people only and the rate is kept. Away people whose
+-- place the admission passes are skipped (when noted); those skipped
+-- longer than awayGraceSeconds are removed for good: an ABANDONED marker
+-- and a UserAbandoned event. A queue whose knob went back to 0 has its
+-- away people put back at their places, a batch a tick.
+--
 -- Called by: Store.IssueAll (batch.go), for the admission-dispatcher's dispatch.TickStore (ticks.tick)
 -- KEYS: 1 config, 2 waiting, 3 active, 4 dispatch, 5 outbox, 6 seq, 7 inflight, 8 lock
 -- (prequeue and draw, built from the prefix, are touched only while a draw
@@ -69,7 +79,7 @@
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate', 'punctualMs', 'tickEpoch')
+  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -83,7 +93,7 @@ if tonumber(d[9] or '') == epoch and last_no and (not tick_no or tick_no < last_
 end
 local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'maxActive', 'tokenTtlSeconds', 'activationSpreadMs',
   'startsAtMs', 'admissionMode', 'minAdmissionRatePerSec', 'maxAdmissionRatePerSec', 'targetOrderLatencyMs', 'drawPending',
-  'version', 'shards')
+  'version', 'shards', 'awayAfterSeconds', 'awayGraceSeconds')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -94,6 +104,18 @@ local split = (tonumber(cfg[13] or '1') or 1) > 1
 local want = split and (tonumber(ARGV[12]) or 0) or 0
 local now = now_ms()
 local interval = d[8] and math.max(0, now - tonumber(d[8])) or 0
+
+-- Presence: tracked while the knob is on; swept while sightings arrive
+-- and no draw is pending (the pre-queued are placed first).
+local away_ms = (tonumber(cfg[14] or '0') or 0) * 1000
+local grace_ms = (tonumber(cfg[15] or '0') or 0) * 1000
+local frontier = tonumber(d[11] or '0') or 0
+local tracked = away_ms > 0
+local presence = tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED'
+  and now - (tonumber(d[10] or '0') or 0) <= PRESENCE_STALE_MS
+-- At most this many people are swept, abandoned or put back a tick, and
+-- looked past at the head of the line.
+local SWEEP = 500
 
 -- The rate this tick admits at.
 local rate = tonumber(cfg[2])
@@ -140,7 +162,8 @@ end
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
-    prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces', prefix .. 'entered')
+    prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces', prefix .. 'entered', prefix .. 'seen', prefix .. 'away',
+    prefix .. 'skipped')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -222,6 +245,51 @@ for i, user in ipairs(stale) do
   end
 end
 local waiting = redis.call('ZCARD', KEYS[2])
+-- Presence reads: the quiet (going: {user, seq or nil when not waiting}),
+-- the skipped past their grace (abandoning: {user, seq}), or, with the
+-- knob back at 0, the away to put back (returning: {user, seq}).
+local going, abandoning, returning, gone, forget = {}, {}, {}, {}, false
+local line_id = string.match(prefix, '{(.-)}')
+if tracked then
+  presence_reads(prefix)
+end
+if presence then
+  local quiet = redis.call('ZRANGEBYSCORE', prefix .. 'seen', '-inf', '(' .. (now - away_ms), 'LIMIT', 0, SWEEP)
+  if #quiet > 0 then
+    local seqs = redis.call('ZMSCORE', KEYS[2], unpack(quiet))
+    for i, user in ipairs(quiet) do
+      going[i] = {user, seqs[i] and tonumber(seqs[i])}
+      gone[user] = true
+    end
+  end
+elseif not tracked then
+  -- The knob went back to 0: the away come back, then the sightings go.
+  if redis.call('EXISTS', prefix .. 'away') == 1 then
+    presence_reads(prefix)
+    local back = redis.call('ZRANGE', prefix .. 'away', 0, SWEEP - 1, 'WITHSCORES')
+    for i = 1, #back, 2 do
+      returning[#returning + 1] = {back[i], tonumber(back[i + 1])}
+    end
+  elseif redis.call('EXISTS', prefix .. 'seen') == 1 then
+    redis.call('EXISTS', prefix .. 'skipped')
+    forget = true
+  end
+end
+-- The grace runs out whether or not sightings arrive: those passed over
+-- were away while they did.
+if tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED' then
+  local over = redis.call('ZRANGEBYSCORE', prefix .. 'skipped', '-inf', '(' .. (now - grace_ms), 'LIMIT', 0,
+    math.max(0, math.min(SWEEP, room - expiring)))
+  if #over > 0 then
+    local seqs = redis.call('ZMSCORE', prefix .. 'away', unpack(over))
+    for i, user in ipairs(over) do
+      redis.call('EXISTS', prefix .. 'status:' .. user)
+      abandoning[i] = {user, tonumber(seqs[i] or '0') or 0}
+    end
+    redis.call('EXISTS', prefix .. 'entered')
+    redis.call('EXISTS', prefix .. 'traces')
+  end
+end
 local heads = {}
 local traced_enters = 0
 local next_times = nil
@@ -234,8 +302,34 @@ if cfg[1] == 'OPEN' then
     max_active = line_share(KEYS[1], max_active)
     n = math.min(n, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
   end
-  if n > 0 then
+  if n > 0 and presence then
+    -- The first n present people: past the swept and the quiet.
+    local scan = redis.call('ZRANGE', KEYS[2], 0, n + #going + SWEEP - 1, 'WITHSCORES')
+    local users = {}
+    for i = 1, #scan, 2 do
+      users[#users + 1] = scan[i]
+    end
+    local seen = {}
+    if #users > 0 then
+      seen = redis.call('ZMSCORE', prefix .. 'seen', unpack(users))
+    end
+    for i, user in ipairs(users) do
+      if #heads >= 2 * n then
+        break
+      end
+      if not gone[user] then
+        if seen[i] and tonumber(seen[i]) < now - away_ms then
+          going[#going + 1] = {user, tonumber(scan[2 * i])}
+          gone[user] = true
+        else
+          heads[#heads + 1], heads[#heads + 2] = user, scan[2 * i]
+        end
+      end
+    end
+  elseif n > 0 then
     heads = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
+  end
+  if #heads > 0 then
     for i = 1, #heads, 2 do
       redis.call('EXISTS', prefix .. 'token:' .. heads[i])
       redis.call('EXISTS', prefix .. 'status:' .. heads[i])
@@ -278,6 +372,39 @@ for i, user in ipairs(stale) do
   end
 end
 
+-- Presence writes: the quiet go away (those no longer waiting just stop
+-- being tracked), the skipped past their grace are removed, and with the
+-- knob at 0 the away come back.
+for _, g in ipairs(going) do
+  if g[2] then
+    mark_away(prefix, KEYS[2], KEYS[4], g[1], g[2], frontier, now)
+  else
+    redis.call('ZREM', prefix .. 'seen', g[1])
+  end
+end
+for _, a in ipairs(abandoning) do
+  local user, seq = a[1], string.format('%d', a[2])
+  redis.call('ZREM', prefix .. 'skipped', user)
+  redis.call('ZREM', prefix .. 'away', user)
+  redis.call('SET', prefix .. 'status:' .. user, 'ABANDONED:' .. seq, 'PX', 3600000)
+  redis.call('HDEL', prefix .. 'entered', user)
+  redis.call('HDEL', prefix .. 'traces', user)
+  emit(KEYS[5], traced({'type', 'UserAbandoned', 'eid', line_id .. ':' .. seq .. '.abandoned', 'q', q, 'user', user,
+    'seq', seq, 'reason', 'AWAY', 'at', now}, ARGV[10], ARGV[11]))
+end
+if #abandoning > 0 then
+  redis.call('HINCRBY', KEYS[4], 'abandonedTotal', #abandoning)
+end
+for _, r in ipairs(returning) do
+  come_back(prefix, KEYS[2], KEYS[4], r[1], r[2], now)
+end
+if forget then
+  redis.call('DEL', prefix .. 'seen', prefix .. 'skipped')
+end
+if #going + #returning > 0 then
+  waiting = redis.call('ZCARD', KEYS[2])
+end
+
 if cfg[1] ~= 'OPEN' then
   -- Nothing accrues while not OPEN: a queue that reopens resumes at its
   -- rate, and its measured rate starts again from the configured one.
@@ -290,7 +417,24 @@ local ttl_ms = tonumber(cfg[4]) * 1000
 local spread = tonumber(cfg[5])
 local issued = #heads / 2
 if issued > 0 then
+  -- The swept are out of the line already: the present heads are its first.
   redis.call('ZPOPMIN', KEYS[2], issued)
+  if tracked then
+    local users = {}
+    for i = 1, issued do
+      users[i] = heads[2 * i - 1]
+    end
+    redis.call('ZREM', prefix .. 'seen', unpack(users))
+    -- The away people whose places this admission passes are skipped: their
+    -- grace starts now.
+    local last = tonumber(heads[2 * issued])
+    if last > frontier then
+      for _, user in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'away', '(' .. string.format('%d', frontier),
+          string.format('%d', last))) do
+        redis.call('ZADD', prefix .. 'skipped', 'NX', now, user)
+      end
+    end
+  end
   -- Everyone who entered before the last person admitted now is resolved:
   -- admitted, or in left. Those leavers join leftResolved.
   -- They leave the leaver bins too.
@@ -356,17 +500,17 @@ end
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)
 local fields = {'credit', credit - issued, 'lastTickMs', now, 'measuredRate', measure(waiting, issued), 'heldReason', '',
   'punctualMs', now}
-if issued > 0 then
-  -- The admission frontier moved: recorded, and told to the replicas'
-  -- frontier caches ("<queue> <last seq> <leavers above it in its fine bin>
-  -- <waiting>"), so a ticket's place is right within a millisecond of the
-  -- tick rather than at their next read.
-  local last = tonumber(heads[2 * issued])
-  local bin_end = (math.floor((last + 1) / FINE_BIN) + 1) * FINE_BIN - 1
-  local first_left = redis.call('ZCOUNT', prefix .. 'left', '(' .. string.format('%d', last), bin_end)
-  fields[#fields + 1], fields[#fields + 2] = 'frontier', string.format('%d', last)
-  local line_id = string.match(prefix, '{(.-)}')
-  redis.call('PUBLISH', FRONTIER_CHANNEL, line_id .. ' ' .. string.format('%d', last) .. ' ' .. first_left .. ' ' .. (waiting - issued))
+-- The admission frontier moved: recorded, and told to the replicas'
+-- frontier caches ("<queue> <last seq> <leavers above it in its fine bin>
+-- <waiting>"), so a ticket's place is right within a millisecond of the
+-- tick rather than at their next read. A tick that admitted only people
+-- who came back to places already passed leaves it where it is.
+local moved = issued > 0 and tonumber(heads[2 * issued]) or 0
+if moved > frontier then
+  local bin_end = (math.floor((moved + 1) / FINE_BIN) + 1) * FINE_BIN - 1
+  local first_left = redis.call('ZCOUNT', prefix .. 'left', '(' .. string.format('%d', moved), bin_end)
+  fields[#fields + 1], fields[#fields + 2] = 'frontier', string.format('%d', moved)
+  redis.call('PUBLISH', FRONTIER_CHANNEL, line_id .. ' ' .. string.format('%d', moved) .. ' ' .. first_left .. ' ' .. (waiting - issued))
 end
 local r = done({'OK', issued, expired, waiting - issued, '', 0, 0, 0, 0, 0, 0, 0, links}, fields)
 r[14] = next_times

@@ -11,6 +11,8 @@
 -- are empty.
 -- The leaver's enter time (entered, a line of a queue split into lines) goes
 -- with them.
+-- An away person (presence, see mark_away) leaves the same way: their place
+-- is already a leaver's, or was passed.
 -- Called by: Store.Leave (store.go), for the queue-gateway's app.Store (Service.Leave)
 -- KEYS: 1 config, 2 waiting, 3 dispatch, 4 left, 5 prequeue, 6 leftbins, 7 traces,
 --       8 entered
@@ -28,9 +30,20 @@ if wrong_line then
   return -2 - wrong_line[2]
 end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
+local away = redis.call('ZSCORE', prefix .. 'away', ARGV[1])
+redis.call('EXISTS', prefix .. 'seen')
+redis.call('EXISTS', prefix .. 'skipped')
 redis.call('EXISTS', KEYS[8])
 redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('HDEL', KEYS[8], ARGV[1])
+redis.call('ZREM', prefix .. 'seen', ARGV[1])
+if away then
+  redis.call('ZREM', prefix .. 'away', ARGV[1])
+  redis.call('ZREM', prefix .. 'skipped', ARGV[1])
+  redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
+  return 1
+end
 if not score then
   return redis.call('ZREM', KEYS[5], ARGV[1])
 end

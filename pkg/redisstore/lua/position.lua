@@ -33,6 +33,17 @@ local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expi
 if tok[1] then
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
+-- Away (presence): still their place, which their next sighting (this
+-- poll's, batched) gives back: told where it stands among the present.
+local away = redis.call('ZSCORE', string.sub(KEYS[1], 1, #KEYS[1] - #'config') .. 'away', ARGV[1])
+if away then
+  local seq = nil
+  if ARGV[2] == '1' then
+    seq = away
+  end
+  local ahead = redis.call('ZCOUNT', KEYS[2], '-inf', '(' .. away)
+  return reply('WAITING', cfg[1], cfg[2], measured, total, ahead + 1, nil, seq, cfg[5])
+end
 if drawing and drawing ~= 'DRAWN' and redis.call('ZSCORE', KEYS[6], ARGV[1]) then
   return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
@@ -41,6 +52,10 @@ if status == 'ORDERED' then
   return reply('ORDERED', cfg[1], cfg[2], measured, total, 0)
 elseif status == 'ORDERING' then
   return reply('ORDERING', cfg[1], cfg[2], measured, total, 0)
+elseif status == 'ABANDONED' then
+  -- Away past the grace (presence): out of the line; entering again goes
+  -- to the back.
+  return reply('ABANDONED', cfg[1], cfg[2], measured, total, 0)
 elseif status then
   -- A token was issued (or restored) and is gone without an order.
   return reply('EXPIRED', cfg[1], cfg[2], measured, total, 0)

@@ -227,3 +227,57 @@ local function acked(flag, key, field)
     redis.call('SET', key, v, 'KEEPTTL')
   end
 end
+
+-- Presence (the queue knob awayAfterSeconds; docs/DESIGN.md, "Presence").
+-- Three sets of each line, built from its prefix: seen (user -> their last
+-- sign of life, ms of Redis time: an enter, a batch of a replica's
+-- sightings), away (user -> their place's sequence number: out of the
+-- line, not admitted while away) and skipped (user -> when admission
+-- passed their place while they were away, ms). A person who entered
+-- before the knob was on has no sighting: never away.
+-- A line whose replicas sent no sightings for this long (presenceMs in the
+-- dispatch hash; queue.PresenceStaleAfter) is not swept: a gateway cut off
+-- from Redis must not make its people away.
+local PRESENCE_STALE_MS = 3000
+
+-- mark_away takes a person out of the line into away: a leaver for the
+-- places behind theirs (left, leftbins), so positions and waits count only
+-- present people ahead; at or behind the frontier (a person who came back
+-- and went again), passed over at once. All keys were read by the caller.
+local function mark_away(prefix, waiting_key, dispatch_key, user, seq, frontier, now)
+  redis.call('ZREM', waiting_key, user)
+  redis.call('ZREM', prefix .. 'seen', user)
+  redis.call('ZADD', prefix .. 'away', seq, user)
+  if seq <= frontier then
+    redis.call('ZADD', prefix .. 'skipped', now, user)
+  else
+    local s = string.format('%d', seq)
+    redis.call('ZADD', prefix .. 'left', s, s .. ':' .. user)
+    bins_add(prefix .. 'leftbins', {seq}, 1)
+  end
+  redis.call('HINCRBY', dispatch_key, 'awayTotal', 1)
+end
+
+-- come_back puts an away person back at their place, seen now: ahead of
+-- everyone who entered after them, so one whose place was passed is the
+-- next admitted. Returns 1. All keys were read by the caller.
+local function come_back(prefix, waiting_key, dispatch_key, user, seq, now)
+  if redis.call('ZREM', prefix .. 'skipped', user) == 0 then
+    local s = string.format('%d', seq)
+    redis.call('ZREM', prefix .. 'left', s .. ':' .. user)
+    bins_add(prefix .. 'leftbins', {seq}, -1)
+  end
+  redis.call('ZREM', prefix .. 'away', user)
+  redis.call('ZADD', waiting_key, seq, user)
+  redis.call('ZADD', prefix .. 'seen', now, user)
+  redis.call('HINCRBY', dispatch_key, 'returnedTotal', 1)
+  return 1
+end
+
+-- Reads every presence key (EXISTS, one key each: a slot migrating fails
+-- the script here, before it changed anything).
+local function presence_reads(prefix)
+  for _, k in ipairs({'seen', 'away', 'skipped', 'left', 'leftbins'}) do
+    redis.call('EXISTS', prefix .. k)
+  end
+end

@@ -10,7 +10,13 @@ local now = now_ms()
 local waiting = redis.call('ZCARD', KEYS[2])
 -- Slots whose expiry passed are free even before the dispatcher prunes them.
 local active = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
-local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason', 'effectiveRate', 'rateReason')
+local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason', 'effectiveRate', 'rateReason', 'awayTotal',
+  'returnedTotal', 'abandonedTotal')
+-- Presence (see mark_away): away now (out of the line, place kept), of them
+-- passed over (in their grace), and the counters.
+local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
+local presence = {redis.call('ZCARD', prefix .. 'away'), redis.call('ZCARD', prefix .. 'skipped'), d[5] or '0', d[6] or '0',
+  d[7] or '0'}
 local draw = {}
 local dr = redis.call('HMGET', KEYS[5], 'state', 'seedSha256', 'seed', 'count', 'base', 'next', 'startedAtMs', 'drawnAtMs')
 if dr[1] then
@@ -24,4 +30,5 @@ if dr[1] then
   draw = {dr[1], dr[2], seed, pre, (tonumber(dr[6] or '0') or 0) - (tonumber(dr[5] or '0') or 0),
     dr[7] or '0', dr[8] or '0'}
 end
-return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or '', draw, d[3] or '', d[4] or ''}
+return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or '', draw, d[3] or '', d[4] or '',
+  presence}

@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"maps"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -120,5 +122,38 @@ func TestPositionRoundDropsAFullStream(t *testing.T) {
 	}
 	if want, got := map[string]int{"dropped/slow": 1}, f.rec.snapshot(); f.hub.Len() != 0 || !maps.Equal(got, want) {
 		t.Fatalf("hub holds %d, counts %v; want 0 and %v", f.hub.Len(), got, want)
+	}
+}
+
+// sawLog records the sightings a position round notes.
+type sawLog struct {
+	mu  sync.Mutex
+	saw []string
+}
+
+func (s *sawLog) Saw(q, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saw = append(s.saw, q+"/"+user)
+}
+
+// An open stream keeps its holder present: each round notes everyone it
+// finds in line, and nobody admitted or out of the store's reach.
+func TestPositionRoundNotesThePeopleInLineAsSeen(t *testing.T) {
+	f := newFixture(8)
+	saw := &sawLog{}
+	f.svc.WithSightings(saw)
+	for _, u := range []string{"ann", "bob"} {
+		drain(t, f.open(t, u, "192.0.2."+map[string]string{"ann": "1", "bob": "2"}[u])[0])
+	}
+	f.admit(t, "tok-1") // ann is through: no longer waiting
+	f.svc.round(context.Background())
+	f.svc.round(context.Background())
+	f.pos.SetDown(errStoreDown)
+	f.svc.round(context.Background())
+	saw.mu.Lock()
+	defer saw.mu.Unlock()
+	if want := []string{"q1/bob", "q1/bob"}; !slices.Equal(saw.saw, want) {
+		t.Fatalf("sightings %v, want %v (bob once a round while the store answers)", saw.saw, want)
 	}
 }

@@ -62,6 +62,9 @@ func (s *Service) positions(ctx context.Context, q string, users []string) {
 	}
 	at := time.Now()
 	for user, st := range sts {
+		if s.sightings != nil && (st.State == queue.Waiting || st.State == queue.PreQueue) {
+			s.sightings.Saw(q, user)
+		}
 		if st.State == queue.Admitted && st.Token != nil {
 			s.Admitted(q, user, st.Token.ID, st.Token.ActivateAt, st.Token.ExpiresAt, at)
 		}

@@ -76,6 +76,23 @@ type Service struct {
 	tickets   *ticket.Signer
 	frontiers Frontiers
 	places    places
+	sightings Sightings
+}
+
+// Sightings take the signs of life of people in line (presence): an open
+// stream is one, in the background tab where a browser slows the page's
+// timers too. wire's implementation batches them for the queues with
+// presence on.
+type Sightings interface {
+	Saw(q, user string)
+}
+
+// WithSightings makes every position round note each person it finds in
+// line (or pre-queued) as seen: a stream kept open keeps its holder present.
+// It returns s.
+func (s *Service) WithSightings(sightings Sightings) *Service {
+	s.sightings = sightings
+	return s
 }
 
 // New returns a Service; a nil m records nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/presence"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
@@ -50,4 +51,17 @@ func (f failOpen) PositionMany(ctx context.Context, q string, users []string) (m
 		return sts, nil
 	}
 	return sts, err
+}
+
+// presenceOn passes the sightings of open streams to book for the queues
+// whose configuration (as the cache has it) turns presence on.
+type presenceOn struct {
+	book    *presence.Book
+	configs *redisstore.ConfigCache
+}
+
+func (p presenceOn) Saw(q, user string) {
+	if cfg, ok := p.configs.Get(q); ok && cfg.AwayAfterSeconds > 0 {
+		p.book.Saw(q, user)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/presence"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
@@ -49,6 +50,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	svc := stream.New(h, failOpen{Positions: store, cache: configs}, log, NewMetrics(b.Registry, h), stream.Options{
 		Heartbeat: cfg.Heartbeat, PositionEvery: cfg.PositionEvery, WriteTimeout: cfg.WriteTimeout,
 	}).WithTickets(tickets, frontiers)
+	// An open stream keeps its holder present (the queue knob
+	// awayAfterSeconds): sighted every position round, sent once a second.
+	sightings := presence.New(store, presence.NewMetrics(b.Registry))
+	svc.WithSightings(presenceOn{book: sightings, configs: configs})
 	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
 	if err != nil {
@@ -68,5 +73,6 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	b.Group.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
 	b.Group.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
 	b.Group.Go("queue configs", configs.Run)
+	b.Group.Go("presence", sightings.Run)
 	return w, nil
 }

@@ -85,6 +85,9 @@ type Service struct {
 	frontiers Frontiers
 	// passes, when set, gives the passes of BYPASS standings (bypass.go).
 	passes *passBook
+	// sightings, when set, takes the signs of life of the people of
+	// queues with presence on (seen).
+	sightings Sightings
 
 	public *publicViews
 }
@@ -95,6 +98,36 @@ type Service struct {
 func (s *Service) WithTickets(tickets *ticket.Signer, frontiers Frontiers) *Service {
 	s.tickets, s.frontiers = tickets, frontiers
 	return s
+}
+
+// Sightings take the signs of life of people in line (presence); a
+// presence.Book batches them for Redis. Saw must not block.
+type Sightings interface {
+	Saw(q, user string)
+}
+
+// WithPresence makes s note every enter and poll of a person in line of a
+// queue with presence on in sightings, and bound their poll interval
+// (queue.MaxPollFor); the queue's knob is read from the configuration
+// cache. It returns s.
+func (s *Service) WithPresence(sightings Sightings) *Service {
+	s.sightings = sightings
+	return s
+}
+
+// seen notes user's sign of life in q and bounds st's poll interval, when
+// st is a place in line (or the pre-queue) of a queue with presence on.
+func (s *Service) seen(q, user string, st queue.Standing, err error) queue.Standing {
+	if err != nil || s.sightings == nil || s.configs == nil || (st.State != queue.Waiting && st.State != queue.PreQueue) {
+		return st
+	}
+	cfg, ok := s.configs.Get(q)
+	if !ok || cfg.AwayAfterSeconds <= 0 {
+		return st
+	}
+	s.sightings.Saw(q, user)
+	st.MaxPoll = queue.MaxPollFor(cfg.AwayAfterSeconds)
+	return st
 }
 
 // withTicket signs st's place into its ticket, when it has one.

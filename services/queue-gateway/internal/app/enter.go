@@ -19,6 +19,7 @@ import (
 // answers the BYPASS standing (see bypass).
 func (s *Service) Enter(ctx context.Context, q, user, solution string) (queue.Standing, error) {
 	st, proved, err := s.enter(ctx, q, user, solution)
+	st = s.seen(q, user, st, err)
 	st, err = s.bypass(q, user, true, proved, st, err)
 	s.m.Entered(outcome(st, err))
 	return st, err
@@ -83,6 +84,7 @@ func (s *Service) Challenge(ctx context.Context, q, user string) (challenge.Chal
 // answers, exactly, and a WAITING answer carries a ticket for next time.
 func (s *Service) Position(ctx context.Context, q, user, tk string) (queue.Standing, error) {
 	st, err := s.position(ctx, q, user, tk)
+	st = s.seen(q, user, st, err)
 	st, err = s.bypass(q, user, false, false, st, err)
 	s.m.Positioned(outcome(st, err))
 	return st, err
@@ -100,6 +102,7 @@ func (s *Service) PositionFromFrontier(q, user, tk string) (queue.Standing, bool
 	if !ok || err != nil {
 		return queue.Standing{}, false
 	}
+	st = s.seen(q, user, st, nil)
 	s.m.Positioned(outcome(st, nil))
 	return st, true
 }

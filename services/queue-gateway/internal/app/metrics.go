@@ -51,7 +51,7 @@ const (
 var stateOutcomes = func() map[queue.UserState]string {
 	m := map[queue.UserState]string{}
 	for _, s := range []queue.UserState{queue.Waiting, queue.PreQueue, queue.Bypass, queue.Admitted,
-		queue.Expired, queue.Ordered, queue.NotInQueue} {
+		queue.Expired, queue.Ordered, queue.NotInQueue, queue.Abandoned} {
 		m[s] = strings.ToLower(string(s))
 	}
 	return m

@@ -36,6 +36,22 @@ type queueView struct {
 	RateReason          string  `json:"rateReason,omitempty"`
 	// Lines are the figures of each line of a queue split into lines.
 	Lines []lineView `json:"lines,omitempty"`
+	// Presence is who is away and what became of the away, for a queue
+	// with presence on (awayAfterSeconds); absent when nobody ever was.
+	Presence *presenceView `json:"presence,omitempty"`
+}
+
+// presenceView is a queue's away people now and its presence counters.
+type presenceView struct {
+	// Away: out of the line for being away, their places kept; Skipped:
+	// those of them whose place admission passed (in their grace).
+	Away    int64 `json:"away"`
+	Skipped int64 `json:"skipped"`
+	// AwayTotal counts each time someone went away, CameBackTotal each
+	// return to a kept place, AbandonedTotal those removed after the grace.
+	AwayTotal      int64 `json:"awayTotal"`
+	CameBackTotal  int64 `json:"cameBackTotal"`
+	AbandonedTotal int64 `json:"abandonedTotal"`
 }
 
 // lineView is one line's figures.
@@ -95,7 +111,16 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 
 		EffectiveRatePerSec: round2(st.EffectiveRate),
 		RateReason:          st.RateReason,
+		Presence:            newPresenceView(st.Presence),
 	}
+}
+
+func newPresenceView(p queue.Presence) *presenceView {
+	if p == (queue.Presence{}) {
+		return nil
+	}
+	return &presenceView{Away: p.Away, Skipped: p.Skipped, AwayTotal: p.AwayTotal, CameBackTotal: p.CameBackTotal,
+		AbandonedTotal: p.AbandonedTotal}
 }
 
 func (h *handler) putQueue(c *gin.Context) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/grant"
+	"github.com/waitingroom/waitingroom/pkg/presence"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
@@ -66,7 +67,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	svc.WithTickets(tickets, frontiers).WithPasses(passes)
+	// The signs of life of the people of queues with presence on, sent
+	// once a second in one call a line.
+	sightings := presence.New(store, presence.NewMetrics(b.Registry))
+	b.Group.Go("presence", sightings.Run)
+	svc.WithTickets(tickets, frontiers).WithPasses(passes).WithPresence(sightings)
 	RegisterQueueLengths(b.Registry, svc, log)
 	page := cfg.page()
 	var local httpapi.Limits

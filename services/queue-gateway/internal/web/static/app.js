@@ -382,6 +382,7 @@ function onStanding(s, fromGateway) {
       }
       return fromGateway ? undefined : poll(); // fetch the secret from the gateway
     case 'EXPIRED': return expired();
+    case 'ABANDONED': return abandoned();
     case 'ORDERED': return done('ok', 'You already ordered. Thank you!');
     case 'NOT_IN_QUEUE': return notInLine(back);
   }
@@ -765,6 +766,14 @@ function expired() {
   show('turn figures enter prequeue', false);
   show('line enter-again', true);
   say('warn', 'Your turn expired: the pass was not used in time. Enter again to take a new place in line.');
+}
+
+function abandoned() {
+  stopAll();
+  Object.assign(S, { phase: 'expired', pass: null });
+  show('turn figures enter prequeue', false);
+  show('line enter-again', true);
+  say('warn', 'Your place was given up: this page was away too long when your turn came. Enter again to take a new place in line.');
 }
 
 // ---- start ----

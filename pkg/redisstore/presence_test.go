@@ -1,0 +1,239 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
+)
+
+// presenceLine is a queue with presence on, ten people in line (u0000 ..
+// u0009, places 1 .. 10) and a leader whose first tick started the clock.
+type presenceLine struct {
+	t     *testing.T
+	s     *redisstore.Store
+	rdb   redis.UniversalClient
+	q     string
+	k     redisstore.Keys
+	epoch int64
+}
+
+func newPresenceLine(t *testing.T, mut func(*queue.Config)) *presenceLine {
+	t.Helper()
+	s, rdb := newStore(t)
+	q := newQueue(t, s, func(c *queue.Config) {
+		c.AdmissionRatePerSec = 1000
+		c.AwayAfterSeconds, c.AwayGraceSeconds = 10, 30
+		if mut != nil {
+			mut(c)
+		}
+	})
+	fill(t, s, q, 10)
+	p := &presenceLine{t: t, s: s, rdb: rdb, q: q, k: redisstore.KeysFor(q), epoch: lead(t, s, q, "leader")}
+	p.tick(0)
+	return p
+}
+
+// quiet makes users last seen a minute ago.
+func (p *presenceLine) quiet(users ...string) {
+	p.t.Helper()
+	for _, u := range users {
+		if err := p.rdb.ZAdd(context.Background(), p.k.Seen(), redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: u}).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// sighted sends one batch of sightings, as a replica does.
+func (p *presenceLine) sighted(users ...string) queue.Sightings {
+	p.t.Helper()
+	got, err := p.s.Sighted(context.Background(), p.q, users)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return got
+}
+
+// tick admits up to n people (n grants) after letting credit build up, and
+// returns who was admitted, in order, from the outbox.
+func (p *presenceLine) tick(n int) []string {
+	p.t.Helper()
+	ctx := context.Background()
+	before := len(outbox(p.t, p.rdb, p.q))
+	time.Sleep(30 * time.Millisecond) // 30 credit at 1,000/s
+	if _, err := p.s.Issue(ctx, p.q, queue.IssueRequest{Epoch: p.epoch, Tick: 100 * time.Millisecond, Grants: grants(p.t, n)}); err != nil {
+		p.t.Fatal(err)
+	}
+	var admitted []string
+	for _, m := range outbox(p.t, p.rdb, p.q)[before:] {
+		if m.Values["type"] == queue.EventTokenIssued {
+			admitted = append(admitted, m.Values["user"].(string))
+		}
+	}
+	return admitted
+}
+
+func (p *presenceLine) standing(user string) queue.Standing {
+	p.t.Helper()
+	st, err := p.s.Position(context.Background(), p.q, user)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return st
+}
+
+func (p *presenceLine) presence() queue.Presence {
+	p.t.Helper()
+	_, st, err := p.s.Config(context.Background(), p.q)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return st.Presence
+}
+
+func users(ids ...int) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = fmt.Sprintf("u%04d", id)
+	}
+	return out
+}
+
+func TestAwayPeopleArePassedOverAndThePresentAdmittedInTheirPlace(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, nil)
+	p.quiet(users(1, 3, 5)...)
+	if got := p.sighted(users(0, 2, 4, 6, 7, 8, 9)...); got.Seen != 7 || got.CameBack != 0 {
+		t.Fatalf("sightings of the seven present: %+v, want 7 seen", got)
+	}
+	// The next tick sweeps the three quiet out of the line.
+	if got := p.tick(0); len(got) != 0 {
+		t.Fatalf("a tick without grants admitted %v", got)
+	}
+	if pr := p.presence(); pr.Away != 3 || pr.Skipped != 0 || pr.AwayTotal != 3 {
+		t.Fatalf("presence after the sweep: %+v, want 3 away", pr)
+	}
+	// Only present people ahead count: u0004 has u0000 and u0002 ahead.
+	if st := p.standing("u0004"); st.State != queue.Waiting || st.Position != 3 {
+		t.Fatalf("u0004: %s at %d, want WAITING at 3", st.State, st.Position)
+	}
+	// An away person is told their place among the present, and keeps it.
+	if st := p.standing("u0003"); st.State != queue.Waiting || st.Position != 3 {
+		t.Fatalf("away u0003: %s at %d, want WAITING at 3", st.State, st.Position)
+	}
+	// Four grants go to the first four present people, in their order.
+	if got := p.tick(4); !slices.Equal(got, users(0, 2, 4, 6)) {
+		t.Fatalf("admitted %v, want %v", got, users(0, 2, 4, 6))
+	}
+	if pr := p.presence(); pr.Away != 3 || pr.Skipped != 3 {
+		t.Fatalf("presence after admitting past them: %+v, want 3 away, all 3 skipped", pr)
+	}
+	// u0003 comes back within the grace: the next admitted, ahead of u0007.
+	if got := p.sighted("u0003"); got.CameBack != 1 {
+		t.Fatalf("u0003's sighting: %+v, want 1 came back", got)
+	}
+	if st := p.standing("u0003"); st.State != queue.Waiting || st.Position != 1 {
+		t.Fatalf("u0003 back: %s at %d, want WAITING at 1", st.State, st.Position)
+	}
+	if got := p.tick(2); !slices.Equal(got, users(3, 7)) {
+		t.Fatalf("admitted %v, want %v", got, users(3, 7))
+	}
+	// u0005's grace ends: removed, told ABANDONED, an event says so.
+	if err := p.rdb.ZAdd(context.Background(), p.k.Skipped(), redis.Z{Score: float64(time.Now().Add(-time.Hour).UnixMilli()), Member: "u0005"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p.tick(0)
+	if st := p.standing("u0005"); st.State != queue.Abandoned {
+		t.Fatalf("u0005 after the grace: %s, want ABANDONED", st.State)
+	}
+	var abandoned []string
+	for _, m := range outbox(t, p.rdb, p.q) {
+		if m.Values["type"] == queue.EventUserAbandoned {
+			abandoned = append(abandoned, fmt.Sprint(m.Values["user"], " ", m.Values["seq"]))
+		}
+	}
+	if !slices.Equal(abandoned, []string{"u0005 6"}) {
+		t.Fatalf("UserAbandoned events: %v, want [u0005 6]", abandoned)
+	}
+	if pr := p.presence(); pr.Away != 1 || pr.Skipped != 1 || pr.AbandonedTotal != 1 || pr.CameBackTotal != 1 {
+		t.Fatalf("presence at the end: %+v, want u0001 away and skipped, 1 abandoned, 1 came back", pr)
+	}
+	// A sighting of the abandoned writes nothing; entering again is a new
+	// place at the back.
+	if got := p.sighted("u0005"); got != (queue.Sightings{}) {
+		t.Fatalf("sighting of the abandoned: %+v, want nothing", got)
+	}
+	st, err := p.s.Enter(context.Background(), p.q, "u0005")
+	if err != nil || st.State != queue.Waiting || st.Seq != 11 || st.Position != 3 {
+		t.Fatalf("u0005 enters again: %+v %v, want WAITING at place 11, position 3 (after u0008, u0009)", st, err)
+	}
+	// An enter is a sign of life too: u0001, away, enters and is back at
+	// its place, first in line.
+	st, err = p.s.Enter(context.Background(), p.q, "u0001")
+	if err != nil || st.State != queue.Waiting || st.Seq != 2 || st.Position != 1 {
+		t.Fatalf("away u0001 enters: %+v %v, want WAITING at place 2, position 1", st, err)
+	}
+}
+
+func TestPresenceSkipsNobodyWhileNoSightingsArrive(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, nil)
+	// Everyone quiet, and no batch came: a gateway cut off from Redis must
+	// not make its people away.
+	p.quiet(users(0, 1, 2, 3, 4, 5, 6, 7, 8, 9)...)
+	if got := p.tick(3); !slices.Equal(got, users(0, 1, 2)) {
+		t.Fatalf("admitted %v, want %v", got, users(0, 1, 2))
+	}
+	if pr := p.presence(); pr.Away != 0 {
+		t.Fatalf("presence without sightings: %+v, want nobody away", pr)
+	}
+	// One batch (of someone else) arrives: the quiet are swept.
+	p.sighted("u0009")
+	if got := p.tick(3); !slices.Equal(got, users(9)) {
+		t.Fatalf("admitted %v, want only the one present, %v", got, users(9))
+	}
+	if pr := p.presence(); pr.Away != 6 || pr.Skipped != 6 {
+		t.Fatalf("presence: %+v, want 6 away, all passed", pr)
+	}
+}
+
+func TestPresenceOffPutsTheAwayBack(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, nil)
+	p.quiet(users(0, 1)...)
+	p.sighted("u0002")
+	p.tick(0)
+	if pr := p.presence(); pr.Away != 2 {
+		t.Fatalf("presence: %+v, want 2 away", pr)
+	}
+	// An away person who leaves is gone for good.
+	if ok, err := p.s.Leave(context.Background(), p.q, "u0001"); err != nil || !ok {
+		t.Fatalf("away u0001 leaves: %v %v", ok, err)
+	}
+	if st := p.standing("u0001"); st.State != queue.NotInQueue {
+		t.Fatalf("u0001 after leaving: %s, want NOT_IN_QUEUE", st.State)
+	}
+	if _, _, err := p.s.UpdateConfig(context.Background(), p.q, func(c queue.Config, _ bool) (queue.Config, error) {
+		c.AwayAfterSeconds = 0
+		return c, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p.tick(0)
+	if pr := p.presence(); pr.Away != 0 {
+		t.Fatalf("presence off: %+v, want nobody away", pr)
+	}
+	if got := p.tick(3); !slices.Equal(got, users(0, 2, 3)) {
+		t.Fatalf("admitted %v, want %v", got, users(0, 2, 3))
+	}
+	p.tick(0)
+	if n, err := p.rdb.Exists(context.Background(), p.k.Seen(), p.k.Away(), p.k.Skipped()).Result(); err != nil || n != 0 {
+		t.Fatalf("presence keys left with presence off: %d %v", n, err)
+	}
+}
