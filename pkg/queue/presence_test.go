@@ -2,6 +2,7 @@ package queue
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -94,6 +95,30 @@ func TestAwayGraceFollowsAwayAfterUntilSet(t *testing.T) {
 			t.Errorf("%d/%d refused: %v", tc.away, tc.grace, errs)
 		case tc.bad != "" && (len(errs) != 1 || errs[0].Field != tc.bad):
 			t.Errorf("%d/%d: %v, want one error on %s", tc.away, tc.grace, errs, tc.bad)
+		}
+	}
+}
+
+func TestViewSaysWhenOnlyThePresentAreCounted(t *testing.T) {
+	for _, tc := range []struct {
+		st   Standing
+		want bool
+	}{
+		{Standing{State: Waiting, Position: 3, MaxPoll: MaxPollFor(10)}, true},
+		{Standing{State: PreQueue, MaxPoll: MaxPollFor(10)}, true},
+		{Standing{State: Waiting, Position: 3}, false},
+		{Standing{State: Admitted, MaxPoll: MaxPollFor(10)}, false},
+	} {
+		v, _ := NewView(tc.st, false)
+		if v.PresentOnly != tc.want {
+			t.Errorf("%s with MaxPoll %v: presentOnly %v, want %v", tc.st.State, tc.st.MaxPoll, v.PresentOnly, tc.want)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := json.Valid(b) && strings.Contains(string(b), `"presentOnly":true`); has != tc.want {
+			t.Errorf("%s: JSON %s, presentOnly shown %v, want %v", tc.st.State, b, has, tc.want)
 		}
 	}
 }

@@ -17,6 +17,10 @@ type View struct {
 	Position   int64  `json:"position"`
 	Ahead      int64  `json:"ahead"`
 	Total      int64  `json:"total"`
+	// PresentOnly says that Position, Ahead, Total and the wait count only
+	// the people present (a queue with presence on: the away are out of
+	// the line until they come back).
+	PresentOnly bool `json:"presentOnly,omitempty"`
 	// EtaSeconds is the estimated wait, rounded up; 0 unless waiting. It
 	// expects the measured share of leavers among the people ahead
 	// (LeaveShare) not to be there.
@@ -67,6 +71,7 @@ func NewView(s Standing, withSecret bool) (View, time.Duration) {
 		RetryAfterMs:        retry.Milliseconds(),
 		AdmissionRatePerSec: math.Round(s.Rate()*100) / 100,
 		OrderInProgress:     s.Ordering,
+		PresentOnly:         s.MaxPoll > 0 && (s.State == Waiting || s.State == PreQueue),
 	}
 	if s.State == Waiting {
 		v.EtaSeconds = int64(math.Ceil(s.ETA().Seconds()))

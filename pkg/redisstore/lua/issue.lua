@@ -295,7 +295,7 @@ local traced_enters = 0
 local next_times = nil
 if cfg[1] == 'OPEN' then
   local grants = math.floor((#ARGV - 12) / 2)
-  local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring)
+  local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring - #abandoning)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
     -- This line's share of the slots: the lines' shares add up to maxActive.
@@ -303,8 +303,11 @@ if cfg[1] == 'OPEN' then
     n = math.min(n, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
   end
   if n > 0 and presence then
-    -- The first n present people: past the swept and the quiet.
-    local scan = redis.call('ZRANGE', KEYS[2], 0, n + #going + SWEEP - 1, 'WITHSCORES')
+    -- The first n present people: past the swept and the quiet. The
+    -- sweep took the quiet out already (up to SWEEP a tick), so looking
+    -- n + 16 further is plenty; a head of more absentees than that (a
+    -- sweep behind) admits fewer this tick and the next sweeps on.
+    local scan = redis.call('ZRANGE', KEYS[2], 0, 2 * n + #going + 15, 'WITHSCORES')
     local users = {}
     for i = 1, #scan, 2 do
       users[#users + 1] = scan[i]
