@@ -237,3 +237,90 @@ func TestPresenceOffPutsTheAwayBack(t *testing.T) {
 		t.Fatalf("presence keys left with presence off: %d %v", n, err)
 	}
 }
+
+// A queue split into lines: sightings go to each person's line, each line
+// sweeps its own quiet, and the lines admit only the present.
+func TestPresenceInAQueueSplitIntoLines(t *testing.T) {
+	t.Parallel()
+	const shards, n = 3, 60
+	s, rdb := newStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s, func(c *queue.Config) {
+		c.Shards, c.AdmissionRatePerSec, c.ActivationSpreadMs = shards, 1000, 0
+		c.AwayAfterSeconds, c.AwayGraceSeconds = 10, 30
+	})
+	var quiet, present []string
+	for i := range n {
+		u := fmt.Sprintf("s%03d", i)
+		if _, err := s.Enter(ctx, q, u); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			quiet = append(quiet, u)
+			line := lineOf(t, s, q, u)
+			if err := rdb.ZAdd(ctx, redisstore.KeysFor(queue.LineID(q, line)).Seen(),
+				redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: u}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			present = append(present, u)
+		}
+	}
+	if got, err := s.Sighted(ctx, q, present); err != nil || got.Seen != int64(len(present)) {
+		t.Fatalf("sightings of the %d present: %+v %v", len(present), got, err)
+	}
+	owner := "leader-" + randHex()
+	epoch, err := s.AcquireLease(ctx, q, owner, 10*time.Second)
+	if err != nil || epoch <= 0 {
+		t.Fatalf("lease: %d %v", epoch, err)
+	}
+	var follow []queue.LineLease
+	for line := 1; line < shards; line++ {
+		follow = append(follow, queue.LineLease{QueueID: q, Line: line, Epoch: epoch})
+	}
+	for _, r := range s.FollowLeases(ctx, owner, follow) {
+		if r.Epoch != epoch {
+			t.Fatalf("follow: %+v", r)
+		}
+	}
+	tick := func(k int) []string {
+		t.Helper()
+		var calls []queue.IssueCall
+		for line := range shards {
+			calls = append(calls, queue.IssueCall{QueueID: q, Line: line, IssueRequest: queue.IssueRequest{
+				Epoch: epoch, Tick: 100 * time.Millisecond, Grants: grants(t, k), Share: 1.0 / shards}})
+		}
+		var admitted []string
+		for i, r := range s.IssueAll(ctx, calls) {
+			if r.Err != nil {
+				t.Fatalf("issue line %d: %v", i, r.Err)
+			}
+		}
+		for line := range shards {
+			for _, m := range outbox(t, rdb, queue.LineID(q, line)) {
+				if m.Values["type"] == queue.EventTokenIssued {
+					admitted = append(admitted, m.Values["user"].(string))
+				}
+			}
+		}
+		slices.Sort(admitted)
+		return admitted
+	}
+	tick(0) // starts the lines' clocks and sweeps the quiet out
+	_, st, err := s.Config(ctx, q)
+	if err != nil || st.Presence.Away != int64(len(quiet)) || st.Waiting != int64(len(present)) {
+		t.Fatalf("after the sweep: %d waiting, presence %+v, %v; want %d waiting, %d away", st.Waiting, st.Presence, err, len(present), len(quiet))
+	}
+	time.Sleep(200 * time.Millisecond)
+	if got := tick(30); !slices.Equal(got, present) {
+		t.Fatalf("admitted %v, want the %d present %v", got, len(present), present)
+	}
+	// A quiet one comes back, through their own line.
+	if got, err := s.Sighted(ctx, q, quiet[:1]); err != nil || got.CameBack != 1 {
+		t.Fatalf("%s's sighting: %+v %v, want 1 came back", quiet[0], got, err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := tick(30); !slices.Contains(got, quiet[0]) || len(got) != len(present)+1 {
+		t.Fatalf("admitted %v, want the present and %s", got, quiet[0])
+	}
+}

@@ -33,7 +33,12 @@ for i, user in ipairs(users) do
   if away[i] then
     back = back + come_back(prefix, KEYS[2], KEYS[3], user, tonumber(away[i]), now)
   else
-    seen = seen + redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', 'CH', now, user)
+    -- CH counts a later time; a sighting in the same millisecond as the
+    -- last one changes nothing but is a sighting all the same.
+    local moved = redis.call('ZADD', prefix .. 'seen', 'XX', 'GT', 'CH', now, user)
+    if moved == 1 or redis.call('ZSCORE', prefix .. 'seen', user) then
+      seen = seen + 1
+    end
   end
 end
 redis.call('HSET', KEYS[3], 'presenceMs', now)
