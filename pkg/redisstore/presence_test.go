@@ -324,3 +324,40 @@ func TestPresenceInAQueueSplitIntoLines(t *testing.T) {
 		t.Fatalf("admitted %v, want the present and %s", got, quiet[0])
 	}
 }
+
+// A batch is safe to send twice (a client that timed out and retried) and
+// to arrive late (held on the way): it brings back nobody who left, was
+// admitted or was removed, and moves nobody twice.
+func TestSightingsAreSafeToRepeatAndToArriveLate(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, nil)
+	p.quiet(users(1, 2)...)
+	p.sighted("u0000")
+	p.tick(0)
+	if got := p.tick(1); !slices.Equal(got, users(0)) {
+		t.Fatalf("admitted %v, want u0000", got)
+	}
+	// u0001 comes back; the batch is sent again.
+	for i, want := range []queue.Sightings{{CameBack: 1}, {Seen: 1}} {
+		if got := p.sighted("u0001"); got != want {
+			t.Fatalf("u0001's batch, send %d: %+v, want %+v", i+1, got, want)
+		}
+	}
+	if st := p.standing("u0001"); st.State != queue.Waiting || st.Position != 1 {
+		t.Fatalf("u0001 after two sends: %+v, want WAITING first in line", st)
+	}
+	// u0002 leaves; a batch of sightings from before arrives late, with
+	// the admitted u0000 in it too.
+	if ok, err := p.s.Leave(context.Background(), p.q, "u0002"); err != nil || !ok {
+		t.Fatalf("u0002 leaves: %v %v", ok, err)
+	}
+	if got := p.sighted("u0000", "u0002"); got != (queue.Sightings{}) {
+		t.Fatalf("late sightings of the admitted and the gone: %+v, want nothing", got)
+	}
+	if st := p.standing("u0002"); st.State != queue.NotInQueue {
+		t.Fatalf("u0002 after a late sighting: %s, want NOT_IN_QUEUE", st.State)
+	}
+	if pr := p.presence(); pr.Away != 0 || pr.CameBackTotal != 1 || pr.AwayTotal != 2 {
+		t.Fatalf("presence: %+v, want nobody away, 1 came back of 2 who went", pr)
+	}
+}
