@@ -361,3 +361,83 @@ func TestSightingsAreSafeToRepeatAndToArriveLate(t *testing.T) {
 		t.Fatalf("presence: %+v, want nobody away, 1 came back of 2 who went", pr)
 	}
 }
+
+// The draw places the pre-queued absentees like anyone else; the next
+// ticks pass over them and admit the present in drawn order.
+func TestPresenceAfterTheDraw(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := context.Background()
+	starts := time.Now().Add(400 * time.Millisecond)
+	q := scheduled(t, s, starts, func(c *queue.Config) {
+		c.AdmissionRatePerSec, c.AwayAfterSeconds, c.AwayGraceSeconds = 1000, 10, 30
+	})
+	k := redisstore.KeysFor(q)
+	early := names("e", 10)
+	enterAll(t, s, q, queue.PreQueue, early...)
+	quiet := early[:4]
+	for _, u := range quiet {
+		if err := rdb.ZAdd(ctx, k.Seen(), redis.Z{Score: float64(time.Now().Add(-time.Minute).UnixMilli()), Member: u}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epoch := lead(t, s, q, "d1")
+	time.Sleep(time.Until(starts) + 20*time.Millisecond)
+	if _, err := s.Sighted(ctx, q, early[4:]); err != nil { // the pre-queued who poll
+		t.Fatal(err)
+	}
+	issue := func(n int) queue.IssueResult {
+		t.Helper()
+		r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: 100 * time.Millisecond, Grants: grants(t, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := issue(10); r.Held != queue.HeldDraw {
+		t.Fatalf("tick during the draw: %+v, want held for DRAW", r)
+	}
+	if pr, _ := presenceOf(t, s, q); pr.Away != 0 {
+		t.Fatalf("presence while the draw is pending: %+v, want nobody away", pr)
+	}
+	w, err := s.StartDraw(ctx, q, epoch, queue.DrawTotals{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := queue.DrawOrder(w.Seed, w.Remaining)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PlaceDrawn(ctx, q, epoch, order); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.FinishDraw(ctx, q, epoch, queue.DrawTotals{}); err != nil || w.State != queue.DrawDrawn {
+		t.Fatalf("finish: %+v %v", w, err)
+	}
+	if _, err := s.Sighted(ctx, q, early[4:]); err != nil {
+		t.Fatal(err)
+	}
+	issue(0)
+	if pr, waiting := presenceOf(t, s, q); pr.Away != int64(len(quiet)) || waiting != int64(len(early)-len(quiet)) {
+		t.Fatalf("after the draw: presence %+v, %d waiting; want %d away, %d waiting", pr, waiting, len(quiet), len(early)-len(quiet))
+	}
+	time.Sleep(30 * time.Millisecond)
+	issue(10)
+	var admitted []string
+	for _, m := range outboxOf(t, rdb, q, queue.EventTokenIssued) {
+		admitted = append(admitted, m["user"].(string))
+	}
+	want := slices.DeleteFunc(slices.Clone(order), func(u string) bool { return slices.Contains(quiet, u) })
+	if !slices.Equal(admitted, want) {
+		t.Fatalf("admitted %v, want the present in drawn order %v", admitted, want)
+	}
+}
+
+func presenceOf(t *testing.T, s *redisstore.Store, q string) (queue.Presence, int64) {
+	t.Helper()
+	_, st, err := s.Config(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Presence, st.Waiting
+}
