@@ -51,6 +51,9 @@ type buying struct {
 
 type buyOutcome struct {
 	created, soldOut, retried int
+	// answerLost counts the created orders whose 201 was lost (503 or a
+	// time-out): the buyer learned of them asking again with the token.
+	answerLost int
 	errs                      []error
 }
 
@@ -90,12 +93,29 @@ func (r *rig) buyAsAdmitted(orderSvc string, rdb redis.UniversalClient, users []
 
 func (b *buying) buy(r *rig, orderSvc, u string, secret func(string) string) {
 	deadline := time.Now().Add(2 * time.Minute)
+	// last is the token of an attempt whose answer was lost (503, or no
+	// answer in 10 s on a busy machine): its order may have been created.
+	last := ""
 	for time.Now().Before(deadline) {
 		tok := secret(u)
+		if tok == "" && last != "" {
+			// Gone from Redis: consumed by that attempt, which either
+			// failed (the token comes back) or created the order (spent).
+			// The holder asks again with it: an order exists if the
+			// answer is token-already-used.
+			if res := r.order(orderSvc, u, last); res.status == http.StatusConflict && res.body["type"] == "token-already-used" {
+				b.mu.Lock()
+				b.out.created++
+				b.out.answerLost++
+				b.mu.Unlock()
+				return
+			}
+		}
 		if tok == "" { // consumed by an attempt that failed; coming back
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		last = ""
 		res := r.order(orderSvc, u, tok)
 		b.mu.Lock()
 		switch {
@@ -109,6 +129,7 @@ func (b *buying) buy(r *rig, orderSvc, u string, secret func(string) string) {
 			return
 		case res.status == http.StatusServiceUnavailable || res.status == 0:
 			b.out.retried++
+			last = tok
 			b.mu.Unlock()
 			time.Sleep(200 * time.Millisecond)
 		default:

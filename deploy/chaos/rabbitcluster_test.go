@@ -219,8 +219,8 @@ func TestRabbitMQNodeKill(t *testing.T) {
 		worstFlow = min(worstFlow, rep.flow)
 		worstAdmit, worstEvents = max(worstAdmit, rep.admissionPause), max(worstEvents, rep.eventPause)
 	}
-	t.Logf("%d people, stock %d: issued %d, orders %d (created %d, sold out %d, %d attempts retried after 503); events: %d distinct, %d deliveries, %d lost, %d under a second id",
-		nUsers, stock, issued, orders, outcome.created, outcome.soldOut, outcome.retried, distinct, deliveries, lostEvents, renamed)
+	t.Logf("%d people, stock %d: issued %d, orders %d (created %d, %d of them learned by asking again after a lost answer; sold out %d, %d attempts retried after 503 or a time-out); events: %d distinct, %d deliveries, %d lost, %d under a second id",
+		nUsers, stock, issued, orders, outcome.created, outcome.answerLost, outcome.soldOut, outcome.retried, distinct, deliveries, lostEvents, renamed)
 	t.Logf("places lost %d, admitted twice %d, bought twice %d, oversold %d; worst over %d kill(s): TokenIssued %.0f %% of the admission rate within 15 s, longest wait for the next token %s, for the next TokenIssued %s",
 		lostPlaces, admittedTwice, boughtTwice, max(0, orders-stock), kills, 100*worstFlow, worstAdmit.Round(time.Millisecond), worstEvents.Round(time.Millisecond))
 	summary(t, "rabbitmq-node-kill", distinct, lostEvents, admittedTwice+boughtTwice+renamed, len(reports), worstEvents)
