@@ -236,6 +236,11 @@ func TestPresenceOffPutsTheAwayBack(t *testing.T) {
 	if n, err := p.rdb.Exists(context.Background(), p.k.Seen(), p.k.Away(), p.k.Skipped()).Result(); err != nil || n != 0 {
 		t.Fatalf("presence keys left with presence off: %d %v", n, err)
 	}
+	// Nothing flags the line any more: its scripts touch no presence key,
+	// so its ticks keep working while its slot migrates.
+	if f, err := p.rdb.HGet(context.Background(), p.k.Dispatch(), "presenceKeys").Result(); err != redis.Nil {
+		t.Fatalf("presenceKeys %q %v after the keys went, want none", f, err)
+	}
 }
 
 // A queue split into lines: sightings go to each person's line, each line

@@ -9,11 +9,18 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
 end
 -- Presence (see mark_away): the away go with the line.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
-for _, k in ipairs({'seen', 'away', 'skipped'}) do
-  redis.call('EXISTS', prefix .. k)
+local flagged = presence_flagged(redis.call('HGET', KEYS[1], 'awayAfterSeconds'), KEYS[3])
+if flagged then
+  for _, k in ipairs({'seen', 'away', 'skipped'}) do
+    redis.call('EXISTS', prefix .. k)
+  end
 end
 redis.call('HSET', KEYS[1], 'state', 'CLOSED', 'updatedAtMs', now_ms())
 redis.call('HINCRBY', KEYS[1], 'version', 1)
-local n = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4]) + redis.call('ZCARD', prefix .. 'away')
-redis.call('DEL', KEYS[2], KEYS[4], KEYS[5], prefix .. 'seen', prefix .. 'away', prefix .. 'skipped')
+local n = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[4], KEYS[5])
+if flagged then
+  n = n + redis.call('ZCARD', prefix .. 'away')
+  redis.call('DEL', prefix .. 'seen', prefix .. 'away', prefix .. 'skipped')
+end
 return n

@@ -61,7 +61,7 @@ end
 local tracked = (tonumber(cfg[11] or '0') or 0) > 0
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
 local away = nil
-if tracked then
+if presence_flagged(cfg[11], KEYS[6]) then
   presence_reads(prefix)
   away = redis.call('ZSCORE', prefix .. 'away', ARGV[1])
 end

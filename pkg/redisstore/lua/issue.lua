@@ -79,7 +79,7 @@
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier')
+  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier', 'presenceKeys')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -111,6 +111,11 @@ local away_ms = (tonumber(cfg[14] or '0') or 0) * 1000
 local grace_ms = (tonumber(cfg[15] or '0') or 0) * 1000
 local frontier = tonumber(d[11] or '0') or 0
 local tracked = away_ms > 0
+-- presenceKeys (dispatch hash): presence keys may exist, set by every tick
+-- with presence on, cleared once the knob went back to 0 and they are
+-- gone. A queue that never had presence reads none of them, so its ticks
+-- keep working on a slot that is migrating.
+local flagged = tracked or d[12] == '1'
 local presence = tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED'
   and now - (tonumber(d[10] or '0') or 0) <= PRESENCE_STALE_MS
 -- At most this many people are swept, abandoned or put back a tick, and
@@ -143,6 +148,9 @@ local function done(r, fields)
   r[11] = cfg[12] or '0'
   r[12] = interval
   r[13] = r[13] or {}
+  if tracked and d[12] ~= '1' then
+    fields[#fields + 1], fields[#fields + 2] = 'presenceKeys', 1
+  end
   if adaptive then
     fields[#fields + 1], fields[#fields + 2] = 'effectiveRate', rate
     if reason then
@@ -262,18 +270,14 @@ if presence then
       gone[user] = true
     end
   end
-elseif not tracked then
+elseif flagged and not tracked then
   -- The knob went back to 0: the away come back, then the sightings go.
-  if redis.call('EXISTS', prefix .. 'away') == 1 then
-    presence_reads(prefix)
-    local back = redis.call('ZRANGE', prefix .. 'away', 0, SWEEP - 1, 'WITHSCORES')
-    for i = 1, #back, 2 do
-      returning[#returning + 1] = {back[i], tonumber(back[i + 1])}
-    end
-  elseif redis.call('EXISTS', prefix .. 'seen') == 1 then
-    redis.call('EXISTS', prefix .. 'skipped')
-    forget = true
+  presence_reads(prefix)
+  local back = redis.call('ZRANGE', prefix .. 'away', 0, SWEEP - 1, 'WITHSCORES')
+  for i = 1, #back, 2 do
+    returning[#returning + 1] = {back[i], tonumber(back[i + 1])}
   end
+  forget = #back == 0
 end
 -- The grace runs out whether or not sightings arrive: those passed over
 -- were away while they did.
@@ -403,6 +407,7 @@ for _, r in ipairs(returning) do
 end
 if forget then
   redis.call('DEL', prefix .. 'seen', prefix .. 'skipped')
+  redis.call('HDEL', KEYS[4], 'presenceKeys')
 end
 if #going + #returning > 0 then
   waiting = redis.call('ZCARD', KEYS[2])

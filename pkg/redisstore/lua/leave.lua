@@ -31,13 +31,19 @@ if wrong_line then
 end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
-local away = redis.call('ZSCORE', prefix .. 'away', ARGV[1])
-redis.call('EXISTS', prefix .. 'seen')
-redis.call('EXISTS', prefix .. 'skipped')
+local flagged = presence_flagged(redis.call('HGET', KEYS[1], 'awayAfterSeconds'), KEYS[3])
+local away = nil
+if flagged then
+  away = redis.call('ZSCORE', prefix .. 'away', ARGV[1])
+  redis.call('EXISTS', prefix .. 'seen')
+  redis.call('EXISTS', prefix .. 'skipped')
+end
 redis.call('EXISTS', KEYS[8])
 redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('HDEL', KEYS[8], ARGV[1])
-redis.call('ZREM', prefix .. 'seen', ARGV[1])
+if flagged then
+  redis.call('ZREM', prefix .. 'seen', ARGV[1])
+end
 if away then
   redis.call('ZREM', prefix .. 'away', ARGV[1])
   redis.call('ZREM', prefix .. 'skipped', ARGV[1])

@@ -7,7 +7,8 @@
 -- ARGV: 1 user id, 2 '1' to have a WAITING reply carry the place's sequence
 --       number and the queue's generation (for a ticket), '' not to;
 --       3 the line count the caller routed by ('' for no check; see enter)
-local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending', 'createdAtMs')
+local cfg = redis.call('HMGET', KEYS[1], 'state', 'admissionRatePerSec', 'startsAtMs', 'drawPending', 'createdAtMs',
+  'awayAfterSeconds')
 if not cfg[1] then
   return {'NOT_FOUND'}
 end
@@ -35,7 +36,7 @@ if tok[1] then
 end
 -- Away (presence): still their place, which their next sighting (this
 -- poll's, batched) gives back: told where it stands among the present.
-local away = redis.call('ZSCORE', string.sub(KEYS[1], 1, #KEYS[1] - #'config') .. 'away', ARGV[1])
+local away = presence_flagged(cfg[6], KEYS[5]) and redis.call('ZSCORE', string.sub(KEYS[1], 1, #KEYS[1] - #'config') .. 'away', ARGV[1])
 if away then
   local seq = nil
   if ARGV[2] == '1' then

@@ -274,6 +274,14 @@ local function come_back(prefix, waiting_key, dispatch_key, user, seq, now)
   return 1
 end
 
+-- Whether a line's presence keys may exist: presence on (its config's
+-- awayAfterSeconds above 0), or flagged by a tick while it was on
+-- (presenceKeys in the dispatch hash, cleared once they are gone). A line
+-- that never had presence touches none of them.
+local function presence_flagged(away_after, dispatch_key)
+  return (tonumber(away_after or '0') or 0) > 0 or redis.call('HGET', dispatch_key, 'presenceKeys') == '1'
+end
+
 -- Reads every presence key (EXISTS, one key each: a slot migrating fails
 -- the script here, before it changed anything).
 local function presence_reads(prefix)

@@ -15,8 +15,10 @@ local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason', 'effectiveRa
 -- Presence (see mark_away): away now (out of the line, place kept), of them
 -- passed over (in their grace), and the counters.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
-local presence = {redis.call('ZCARD', prefix .. 'away'), redis.call('ZCARD', prefix .. 'skipped'), d[5] or '0', d[6] or '0',
-  d[7] or '0'}
+local presence = {0, 0, d[5] or '0', d[6] or '0', d[7] or '0'}
+if presence_flagged(redis.call('HGET', KEYS[1], 'awayAfterSeconds'), KEYS[4]) then
+  presence[1], presence[2] = redis.call('ZCARD', prefix .. 'away'), redis.call('ZCARD', prefix .. 'skipped')
+end
 local draw = {}
 local dr = redis.call('HMGET', KEYS[5], 'state', 'seedSha256', 'seed', 'count', 'base', 'next', 'startedAtMs', 'drawnAtMs')
 if dr[1] then
