@@ -54,7 +54,7 @@ type buyOutcome struct {
 	// answerLost counts the created orders whose 201 was lost (503 or a
 	// time-out): the buyer learned of them asking again with the token.
 	answerLost int
-	errs                      []error
+	errs       []error
 }
 
 // buyAsAdmitted walks the users in entry order (the order they are
