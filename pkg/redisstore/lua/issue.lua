@@ -454,7 +454,8 @@ if issued > 0 then
     local seqs, leavers = {}, 0
     for i = 1, #passed, 2 do
       seqs[#seqs + 1] = tonumber(passed[i + 1])
-      if string.sub(passed[i], -1) ~= ':' then
+      -- Nor is an away person's place ("<seq>:!<user>", mark_away).
+      if string.sub(passed[i], -1) ~= ':' and not string.find(passed[i], ':!', 1, true) then
         leavers = leavers + 1
       end
     end

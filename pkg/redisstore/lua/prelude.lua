@@ -243,7 +243,11 @@ local PRESENCE_STALE_MS = 3000
 -- mark_away takes a person out of the line into away: a leaver for the
 -- places behind theirs (left, leftbins), so positions and waits count only
 -- present people ahead; at or behind the frontier (a person who came back
--- and went again), passed over at once. All keys were read by the caller.
+-- and went again), passed over at once. Their entry in left is
+-- "<seq>:!<user>" ('!' is in no user id): not a leaver of the leave share
+-- (leftResolved), which would discount the people ahead a second time, the
+-- away being out of the positions already. All keys were read by the
+-- caller.
 local function mark_away(prefix, waiting_key, dispatch_key, user, seq, frontier, now)
   redis.call('ZREM', waiting_key, user)
   redis.call('ZREM', prefix .. 'seen', user)
@@ -252,7 +256,7 @@ local function mark_away(prefix, waiting_key, dispatch_key, user, seq, frontier,
     redis.call('ZADD', prefix .. 'skipped', now, user)
   else
     local s = string.format('%d', seq)
-    redis.call('ZADD', prefix .. 'left', s, s .. ':' .. user)
+    redis.call('ZADD', prefix .. 'left', s, s .. ':!' .. user)
     bins_add(prefix .. 'leftbins', {seq}, 1)
   end
   redis.call('HINCRBY', dispatch_key, 'awayTotal', 1)
@@ -264,7 +268,7 @@ end
 local function come_back(prefix, waiting_key, dispatch_key, user, seq, now)
   if redis.call('ZREM', prefix .. 'skipped', user) == 0 then
     local s = string.format('%d', seq)
-    redis.call('ZREM', prefix .. 'left', s .. ':' .. user)
+    redis.call('ZREM', prefix .. 'left', s .. ':!' .. user)
     bins_add(prefix .. 'leftbins', {seq}, -1)
   end
   redis.call('ZREM', prefix .. 'away', user)
