@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	v1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
@@ -71,7 +72,9 @@ func (r *rig) poller(ctx context.Context, gateway, user string) (first time.Time
 // order among themselves, and a few of the silent who start polling again
 // after the resume are admitted (at once, if their place had passed). The
 // silent who never come back are removed once their grace is over, a
-// UserAbandoned each. make chaos: 1,000 people, paused 20 s, and the
+// UserAbandoned each. The leading dispatcher is SIGKILLed a second after
+// the resume; the other takes over, and nobody is lost or admitted twice.
+// make chaos: 1,000 people, paused 20 s, and the
 // timings (every poller within the rate's time + 2 s of the resume, each
 // returning person within 2 s of their first poll); make test: 300 people
 // and counts only.
@@ -89,7 +92,12 @@ func TestAwayPeopleArePassedOverAndThePresentAdmittedInOrder(t *testing.T) {
 		map[string]any{"state": "PAUSED", "awayAfterSeconds": away}); res.status != http.StatusOK || res.body["awayGraceSeconds"] != float64(away) {
 		t.Fatalf("pause with presence on: %d %v, want 200 with awayGraceSeconds following awayAfterSeconds", res.status, res.body)
 	}
-	start(t, "admission-dispatcher", r.env(nil), true)
+	// Two dispatchers: the leader is SIGKILLed while it passes over the
+	// away, and the other takes over.
+	disp := &dispatchers{r: r}
+	disp.spawn(true)
+	disp.spawn(true)
+	rdb := testenv.Redis(t)
 
 	// Two in five never poll again after entering; the first `back` of
 	// them start polling after the resume.
@@ -140,6 +148,19 @@ func TestAwayPeopleArePassedOverAndThePresentAdmittedInOrder(t *testing.T) {
 		wg.Add(1)
 		go poll(u)
 	}
+	// A second in (about 50 admitted, the away among them passed over),
+	// the leader dies mid-tick for all anyone knows.
+	time.Sleep(time.Second)
+	lock, err := rdb.Get(ctx, redisstore.KeysFor(r.q).Lock()).Result()
+	if err != nil {
+		t.Fatalf("no leader a second after the resume: %v", err)
+	}
+	leader := disp.leader(lock)
+	if leader == nil {
+		t.Fatalf("leader %q is not one of ours", lock)
+	}
+	leader.Kill()
+	killedAt := issuedTotal(t, rdb, r.q)
 	wg.Wait()
 	for _, err := range errs {
 		t.Error(err)
@@ -177,14 +198,20 @@ func TestAwayPeopleArePassedOverAndThePresentAdmittedInOrder(t *testing.T) {
 	for _, a := range admitted {
 		by[a.user] = a
 	}
+	if len(by) != len(admitted) {
+		t.Errorf("%d tokens for %d people: someone was admitted twice", len(admitted), len(by))
+	}
 	silentIssued := 0
 	for _, u := range silent {
 		if _, ok := by[u]; ok {
 			silentIssued++
 		}
 	}
-	t.Logf("%d entered, %d polling, %d silent (%d of them returning after the resume); %d tokens, %d to the silent who never returned",
-		n, len(pollers), len(silent)+len(returning), len(returning), len(admitted), silentIssued)
+	t.Logf("%d entered, %d polling, %d silent (%d of them returning after the resume); the leader SIGKILLed at %d issued; %d tokens, %d to the silent who never returned",
+		n, len(pollers), len(silent)+len(returning), len(returning), killedAt, len(admitted), silentIssued)
+	if total := issuedTotal(t, rdb, r.q); total != len(admitted) {
+		t.Errorf("%d tokens issued (Redis), %d distinct TokenIssued: want one event each", total, len(admitted))
+	}
 	if len(admitted) == 0 || float64(silentIssued) > 0.03*float64(len(admitted)) {
 		t.Errorf("%d of %d tokens went to the silent: want at most 3 %%", silentIssued, len(admitted))
 	}
