@@ -451,3 +451,32 @@ func presenceOf(t *testing.T, s *redisstore.Store, q string) (queue.Presence, in
 	}
 	return st.Presence, st.Waiting
 }
+
+// An away person at the tail, with nobody behind to be admitted past them,
+// reaches their turn when the present run out: skipped then, so their
+// grace runs and they are removed, not kept forever.
+func TestTheAwayAtTheTailAreSkippedWhenThePresentRunOut(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, func(c *queue.Config) { c.AwayGraceSeconds = 0 })
+	p.quiet("u0009")
+	p.sighted(users(0, 1, 2, 3, 4, 5, 6, 7, 8)...)
+	p.tick(0)
+	// Four grants: the present are not done, u0009's turn has not come.
+	if got := p.tick(4); !slices.Equal(got, users(0, 1, 2, 3)) {
+		t.Fatalf("admitted %v, want %v", got, users(0, 1, 2, 3))
+	}
+	if pr := p.presence(); pr.Away != 1 || pr.Skipped != 0 {
+		t.Fatalf("presence with people present behind: %+v, want 1 away, not skipped", pr)
+	}
+	if got := p.tick(20); !slices.Equal(got, users(4, 5, 6, 7, 8)) {
+		t.Fatalf("admitted %v, want %v", got, users(4, 5, 6, 7, 8))
+	}
+	if pr := p.presence(); pr.Away != 1 || pr.Skipped != 1 {
+		t.Fatalf("presence once the present ran out: %+v, want u0009 skipped", pr)
+	}
+	p.sighted("u0000") // sightings keep arriving
+	p.tick(0)          // no grace: removed
+	if st := p.standing("u0009"); st.State != queue.Abandoned {
+		t.Fatalf("u0009: %s, want ABANDONED", st.State)
+	}
+}

@@ -295,17 +295,20 @@ if tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED' then
   end
 end
 local heads = {}
+local tail_reached = false
 local traced_enters = 0
 local next_times = nil
 if cfg[1] == 'OPEN' then
   local grants = math.floor((#ARGV - 12) / 2)
-  local n = math.min(math.floor(credit), batch_cap, grants, waiting, room - expiring - #abandoning)
+  -- What this tick could admit, however many wait.
+  local can = math.min(math.floor(credit), batch_cap, grants, room - expiring - #abandoning)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
     -- This line's share of the slots: the lines' shares add up to maxActive.
     max_active = line_share(KEYS[1], max_active)
-    n = math.min(n, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
+    can = math.min(can, math.max(0, max_active - (redis.call('ZCARD', KEYS[3]) - #stale)))
   end
+  local n = math.min(can, waiting)
   if n > 0 and presence then
     -- The first n present people: past the swept and the quiet. The
     -- sweep took the quiet out already (up to SWEEP a tick), so looking
@@ -336,6 +339,9 @@ if cfg[1] == 'OPEN' then
   elseif n > 0 then
     heads = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
   end
+  -- The present ran out with room to admit more: the away still ahead of
+  -- the frontier have reached their turn (below, they are skipped).
+  tail_reached = presence and #heads < 2 * can
   if #heads > 0 then
     for i = 1, #heads, 2 do
       redis.call('EXISTS', prefix .. 'token:' .. heads[i])
@@ -481,6 +487,16 @@ for i = 1, issued do
   redis.call('ZADD', KEYS[3], expires, user)
   emit(KEYS[5], traced({'type', 'TokenIssued', 'eid', tid .. '.issued', 'q', q, 'user', user, 'tid', tid,
     'seq', seq, 'act', activate, 'exp', expires, 'at', now}, ARGV[10], ARGV[11]))
+end
+-- The line ran out of present people with room left: every away person
+-- still ahead of the frontier has reached their turn, and is skipped now
+-- (else one at the tail, with nobody behind, would never be passed, nor
+-- removed).
+if tail_reached then
+  local from = math.max(frontier, issued > 0 and tonumber(heads[2 * issued]) or 0)
+  for _, user in ipairs(redis.call('ZRANGEBYSCORE', prefix .. 'away', '(' .. string.format('%d', from), '+inf', 'LIMIT', 0, SWEEP)) do
+    redis.call('ZADD', prefix .. 'skipped', 'NX', now, user)
+  end
 end
 -- The traces of the admitted people's enters, kept only for sampled
 -- enters: handed to the tick span as links, then dropped.
