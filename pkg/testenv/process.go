@@ -28,6 +28,9 @@ func FreePort(t testing.TB) int {
 	return port
 }
 
+// pickPort picks a candidate port in [lo, hi); its test replaces it.
+var pickPort = func(lo, hi int) int { return lo + rand.IntN(hi-lo) }
+
 // freePorts is FreePort for a block of n consecutive ports: the first, and
 // the release of their reservations, for the caller to call once nothing
 // listens on them any more.
@@ -35,7 +38,7 @@ func freePorts(t testing.TB, n int) (int, func()) {
 	t.Helper()
 	low := ephemeralLow() - n
 	for range 1000 {
-		base := freePortFloor + rand.IntN(low-freePortFloor)
+		base := pickPort(freePortFloor, low)
 		var locks []*os.File
 		release := func() {
 			for _, l := range locks {
@@ -48,8 +51,13 @@ func freePorts(t testing.TB, n int) (int, func()) {
 				break
 			}
 			locks = append(locks, lock)
+			// Reserved but in use (a server outside the reservations, or
+			// one a killed run left behind): not free. The lock is in
+			// locks, so the block's count falls short and it is released.
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 			if err != nil {
+				locks = locks[:len(locks)-1]
+				_ = lock.Close()
 				break
 			}
 			_ = ln.Close()

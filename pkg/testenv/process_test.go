@@ -56,3 +56,36 @@ func TestFreePortReservesAcrossTests(t *testing.T) {
 		_ = lock.Close()
 	}
 }
+
+// TestFreePortSkipsAPortInUse: a port something already listens on (a
+// server outside the reservations, or one a killed run left behind) is
+// never handed out, though nothing reserved it; its reservation is let go.
+func TestFreePortSkipsAPortInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	inUse := busy.Addr().(*net.TCPAddr).Port
+	// The kernel's pick is in the ephemeral range; FreePort's floor is
+	// below it, so the picker is told to offer the busy port first.
+	picks := 0
+	old := pickPort
+	pickPort = func(lo, hi int) int {
+		picks++
+		if picks == 1 {
+			return inUse
+		}
+		return old(lo, hi)
+	}
+	defer func() { pickPort = old }()
+	p := FreePort(t)
+	if p == inUse || picks < 2 {
+		t.Fatalf("FreePort = %d after %d picks; the busy port %d was handed out", p, picks, inUse)
+	}
+	if lock, ok := reservePort(t, inUse); !ok {
+		t.Fatalf("the busy port %d stays reserved after it was refused", inUse)
+	} else {
+		_ = lock.Close()
+	}
+}
