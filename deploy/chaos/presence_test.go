@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
-	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	v1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
