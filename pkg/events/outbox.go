@@ -26,13 +26,9 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			TokenId: e.TokenID, ExpiresAt: ts(e.ExpiresAt), OrderId: e.OrderID, RemainingTtlMs: e.RemainingTTL.Milliseconds(),
 		}, RoutingKeyTokenRestored, nil
 	case queue.EventTokenExpired:
-		reason := waitingroomv1.TokenExpiredReason_TOKEN_EXPIRED_REASON_UNSPECIFIED
-		if v, ok := waitingroomv1.TokenExpiredReason_value["TOKEN_EXPIRED_REASON_"+e.Reason]; ok {
-			reason = waitingroomv1.TokenExpiredReason(v)
-		}
 		return &waitingroomv1.TokenExpired{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
-			TokenId: e.TokenID, Reason: reason,
+			TokenId: e.TokenID, Reason: reason[waitingroomv1.TokenExpiredReason](waitingroomv1.TokenExpiredReason_value, "TOKEN_EXPIRED_REASON_", e.Reason),
 		}, RoutingKeyTokenExpired, nil
 	case queue.EventQueueStarted:
 		return &waitingroomv1.QueueStarted{
@@ -46,16 +42,19 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			FirstSequence: unsigned(e.FirstSeq), LastSequence: unsigned(e.LastSeq),
 		}, RoutingKeyQueueDrawn, nil
 	case queue.EventUserAbandoned:
-		reason := waitingroomv1.UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED
-		if v, ok := waitingroomv1.UserAbandonedReason_value["USER_ABANDONED_REASON_"+e.Reason]; ok {
-			reason = waitingroomv1.UserAbandonedReason(v)
-		}
 		return &waitingroomv1.UserAbandoned{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
-			Sequence: unsigned(e.Seq), Reason: reason,
+			Sequence: unsigned(e.Seq), Reason: reason[waitingroomv1.UserAbandonedReason](waitingroomv1.UserAbandonedReason_value, "USER_ABANDONED_REASON_", e.Reason),
 		}, RoutingKeyUserAbandoned, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
+}
+
+// reason is the outbox's reason name as the contract's enum E (values is
+// its generated name map, prefix its values' prefix): UNSPECIFIED (0) for
+// a name the enum does not know.
+func reason[E ~int32](values map[string]int32, prefix, name string) E {
+	return E(values[prefix+name])
 }
 
 func ts(t time.Time) *timestamppb.Timestamp {

@@ -106,20 +106,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 
 	// Admit everyone: the leader's lease, the lines following it, a tick
 	// per line with tokens for all.
-	owner := "leader-" + randHex()
-	epoch, err := s.AcquireLease(ctx, q, owner, 10*time.Second)
-	if err != nil || epoch <= 0 {
-		t.Fatalf("lease: %d %v", epoch, err)
-	}
-	var follow []queue.LineLease
-	for line := 1; line < shards; line++ {
-		follow = append(follow, queue.LineLease{QueueID: q, Line: line, Epoch: epoch})
-	}
-	for _, r := range s.FollowLeases(ctx, owner, follow) {
-		if r.Err != nil || r.Epoch != epoch {
-			t.Fatalf("follow: %+v", r)
-		}
-	}
+	owner, epoch := leadAllLines(t, s, q, shards)
 	if stale := s.FollowLeases(ctx, owner, []queue.LineLease{{QueueID: q, Line: 1, Epoch: epoch - 1}}); stale[0].Epoch != 0 {
 		t.Fatalf("an older leader following line 1: %+v, want epoch 0 (refused)", stale[0])
 	}
@@ -414,6 +401,28 @@ func abs(n int64) int64 {
 }
 
 // lineOf is user's line in q, as s routes them.
+// leadAllLines takes queue q's lease as a new owner and has its lines
+// 1..shards-1 follow it: the owner and the epoch.
+func leadAllLines(t *testing.T, s *redisstore.Store, q string, shards int) (string, int64) {
+	t.Helper()
+	ctx := context.Background()
+	owner := "leader-" + randHex()
+	epoch, err := s.AcquireLease(ctx, q, owner, 10*time.Second)
+	if err != nil || epoch <= 0 {
+		t.Fatalf("lease: %d %v", epoch, err)
+	}
+	var follow []queue.LineLease
+	for line := 1; line < shards; line++ {
+		follow = append(follow, queue.LineLease{QueueID: q, Line: line, Epoch: epoch})
+	}
+	for _, r := range s.FollowLeases(ctx, owner, follow) {
+		if r.Err != nil || r.Epoch != epoch {
+			t.Fatalf("follow: %+v", r)
+		}
+	}
+	return owner, epoch
+}
+
 func lineOf(t *testing.T, s *redisstore.Store, q, user string) int {
 	t.Helper()
 	line, err := s.LineOf(context.Background(), q, user)

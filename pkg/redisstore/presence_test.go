@@ -279,20 +279,7 @@ func TestPresenceInAQueueSplitIntoLines(t *testing.T) {
 	if got, err := s.Sighted(ctx, q, present); err != nil || got.Seen != int64(len(present)) {
 		t.Fatalf("sightings of the %d present: %+v %v", len(present), got, err)
 	}
-	owner := "leader-" + randHex()
-	epoch, err := s.AcquireLease(ctx, q, owner, 10*time.Second)
-	if err != nil || epoch <= 0 {
-		t.Fatalf("lease: %d %v", epoch, err)
-	}
-	var follow []queue.LineLease
-	for line := 1; line < shards; line++ {
-		follow = append(follow, queue.LineLease{QueueID: q, Line: line, Epoch: epoch})
-	}
-	for _, r := range s.FollowLeases(ctx, owner, follow) {
-		if r.Epoch != epoch {
-			t.Fatalf("follow: %+v", r)
-		}
-	}
+	_, epoch := leadAllLines(t, s, q, shards)
 	tick := func(k int) []string {
 		t.Helper()
 		var calls []queue.IssueCall
