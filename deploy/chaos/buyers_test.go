@@ -39,88 +39,110 @@ func (r *rig) enterEach(gateway string, users []string, perSec int) []error {
 	return out
 }
 
-// buying is every buyer of a drill: started as each is admitted, each
-// orders once its token is in Redis, again after a 503 (the token comes
-// back after a failure that consumed it), until 201 or sold out.
+// buying is every buyer of a drill. Each orders once its token is in
+// Redis, under one Idempotency-Key for all of its attempts, as a shop's
+// page does: after a 503 it orders again once the token is back (an
+// attempt that consumed it and failed gives it back); after an answer it
+// never got (no answer in 10 s on a busy machine) it asks again with the
+// same key and token, and the order service replays the stored answer
+// (the order, or sold out) or, if that attempt failed, refuses the spent
+// token until it is back. Each buyer ends at 201 or sold out.
 type buying struct {
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	out  buyOutcome
-	done chan struct{}
+	r        *rig
+	orderSvc string
+	secret   func(user string) string
+	within   time.Duration
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	out      buyOutcome
+	done     chan struct{}
 }
 
 type buyOutcome struct {
 	created, soldOut, retried int
 	// answerLost counts the created orders whose 201 was lost (503 or a
-	// time-out): the buyer learned of them asking again with the token.
+	// time-out): the buyer learned of them from the replay of its key.
 	answerLost int
 	errs       []error
+}
+
+// newBuying is a drill's buyers, each given within for an outcome; the
+// token secrets are read from Redis.
+func (r *rig) newBuying(orderSvc string, rdb redis.UniversalClient, within time.Duration) *buying {
+	keys := redisstore.KeysFor(r.q)
+	return &buying{
+		r: r, orderSvc: orderSvc, within: within, done: make(chan struct{}),
+		secret: func(u string) string {
+			s, _ := rdb.HGet(context.Background(), keys.Token(u), redisstore.TokenFieldSecret).Result()
+			return s
+		},
+	}
+}
+
+// add starts u's buyer.
+func (b *buying) add(u string) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		b.buy(u)
+	}()
 }
 
 // buyAsAdmitted walks the users in entry order (the order they are
 // admitted in, but for enters that overtook each other), one Redis read per
 // 50 ms, and starts each one's buyer as their token appears.
 func (r *rig) buyAsAdmitted(orderSvc string, rdb redis.UniversalClient, users []string) *buying {
-	b := &buying{done: make(chan struct{})}
-	keys := redisstore.KeysFor(r.q)
-	ctx := context.Background()
-	secret := func(u string) string {
-		s, _ := rdb.HGet(ctx, keys.Token(u), redisstore.TokenFieldSecret).Result()
-		return s
-	}
+	b := r.newBuying(orderSvc, rdb, 2*time.Minute)
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		deadline := time.Now().Add(time.Duration(len(users))*time.Second/10 + 2*time.Minute)
 		for _, u := range users {
-			for secret(u) == "" {
+			for b.secret(u) == "" {
 				if time.Now().After(deadline) {
 					b.fail(fmt.Errorf("%s: no token by the deadline", u))
 					return
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
-			b.wg.Add(1)
-			go func() {
-				defer b.wg.Done()
-				b.buy(r, orderSvc, u, secret)
-			}()
+			b.add(u)
 		}
 	}()
-	go func() { b.wg.Wait(); close(b.done) }()
+	b.closeWhenDone()
 	return b
 }
 
-func (b *buying) buy(r *rig, orderSvc, u string, secret func(string) string) {
-	deadline := time.Now().Add(2 * time.Minute)
+// closeWhenDone closes done once every buyer added so far, and every one
+// they add, has ended.
+func (b *buying) closeWhenDone() { go func() { b.wg.Wait(); close(b.done) }() }
+
+func (b *buying) buy(u string) {
+	deadline := time.Now().Add(b.within)
+	key := "buy-" + b.r.q + "-" + u // the drill's queue keeps keys apart across drills
 	// last is the token of an attempt whose answer was lost (503, or no
-	// answer in 10 s on a busy machine): its order may have been created.
-	last := ""
+	// answer): it may have been consumed, by an order or by a failure.
+	last, seen := "", "no attempt"
 	for time.Now().Before(deadline) {
-		tok := secret(u)
-		if tok == "" && last != "" {
-			// Gone from Redis: consumed by that attempt, which either
-			// failed (the token comes back) or created the order (spent).
-			// The holder asks again with it: an order exists if the
-			// answer is token-already-used.
-			if res := r.order(orderSvc, u, last); res.status == http.StatusConflict && res.body["type"] == "token-already-used" {
-				b.mu.Lock()
-				b.out.created++
-				b.out.answerLost++
-				b.mu.Unlock()
-				return
-			}
-		}
-		if tok == "" { // consumed by an attempt that failed; coming back
+		tok := b.secret(u)
+		lostAnswer := tok == "" && last != ""
+		switch {
+		case lostAnswer:
+			// Gone from Redis: consumed by that attempt. Ask again with
+			// it: the order service replays what the key came to.
+			tok = last
+		case tok == "": // not issued yet, or coming back
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
-		last = ""
-		res := r.order(orderSvc, u, tok)
+		res := b.r.orderKeyed(b.orderSvc, u, tok, key)
+		seen = fmt.Sprintf("%d %v", res.status, res.body["type"])
 		b.mu.Lock()
 		switch {
 		case res.status == http.StatusCreated:
 			b.out.created++
+			if lostAnswer {
+				b.out.answerLost++
+			}
 			b.mu.Unlock()
 			return
 		case res.status == http.StatusConflict && res.body["type"] == "sold-out":
@@ -132,13 +154,22 @@ func (b *buying) buy(r *rig, orderSvc, u string, secret func(string) string) {
 			last = tok
 			b.mu.Unlock()
 			time.Sleep(200 * time.Millisecond)
+		case lostAnswer && res.status == http.StatusConflict && res.body["type"] == "idempotency-in-progress",
+			lostAnswer && res.status == http.StatusForbidden,
+			lostAnswer && res.status == http.StatusTooManyRequests:
+			// The lost attempt still running; or it failed and its key
+			// was let go, so the spent token is refused until the
+			// dispatcher gives it back; or this user's own limit on
+			// such asks: wait.
+			b.mu.Unlock()
+			time.Sleep(300 * time.Millisecond)
 		default:
 			b.out.errs = append(b.out.errs, fmt.Errorf("order by %s: %d %v", u, res.status, res.body))
 			b.mu.Unlock()
 			return
 		}
 	}
-	b.fail(fmt.Errorf("%s: no order outcome within 2 minutes", u))
+	b.fail(fmt.Errorf("%s: no order outcome within %s (last answer %s, token in Redis %t)", u, b.within, seen, b.secret(u) != ""))
 }
 
 func (b *buying) fail(err error) {

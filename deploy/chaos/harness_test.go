@@ -109,6 +109,11 @@ type response struct {
 var client = &http.Client{Timeout: 10 * time.Second}
 
 func (r *rig) call(method, url, user, role, entryToken string, body any) response {
+	return r.callWith(method, url, user, role, entryToken, body, nil)
+}
+
+// callWith is call with extra request headers.
+func (r *rig) callWith(method, url, user, role, entryToken string, body any, hdr http.Header) response {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -127,6 +132,9 @@ func (r *rig) call(method, url, user, role, entryToken string, body any) respons
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
 	}
 	res, err := client.Do(req)
 	if err != nil {
@@ -162,7 +170,16 @@ func (r *rig) createProduct(orderSvc string, stock int) {
 }
 
 func (r *rig) order(orderSvc, user, token string) response {
-	return r.call(http.MethodPost, orderSvc+"/api/v1/orders", user, "", token, map[string]any{"queueId": r.q, "productId": "tee", "quantity": 1})
+	return r.orderKeyed(orderSvc, user, token, "")
+}
+
+// orderKeyed is order with an Idempotency-Key ("" for none).
+func (r *rig) orderKeyed(orderSvc, user, token, key string) response {
+	var hdr http.Header
+	if key != "" {
+		hdr = http.Header{"Idempotency-Key": {key}}
+	}
+	return r.callWith(http.MethodPost, orderSvc+"/api/v1/orders", user, "", token, map[string]any{"queueId": r.q, "productId": "tee", "quantity": 1}, hdr)
 }
 
 func (r *rig) position(gateway, user string) response {

@@ -3,11 +3,9 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/events"
 	v1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
-	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
@@ -130,7 +127,6 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	rdb := testenv.Redis(t)
 	db := pgConn(t, r.dbURL)
 	ctx := context.Background()
-	keys := redisstore.KeysFor(r.q)
 	l := r.listen(r.amqpURL)
 
 	nUsers := testenv.Pick(200, 600)
@@ -143,48 +139,11 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	users := userNames("b", nUsers)
 
 	// Each user orders as soon as a token is in Redis, retrying 503s.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	created, soldOut, retried := 0, 0, 0
+	buyers := r.newBuying(ord.URL, rdb, 90*time.Second)
 	for _, u := range users {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			deadline := time.Now().Add(90 * time.Second)
-			for time.Now().Before(deadline) {
-				tok, _ := rdb.HGet(ctx, keys.Token(u), redisstore.TokenFieldSecret).Result()
-				if tok == "" {
-					time.Sleep(100 * time.Millisecond)
-					continue
-				}
-				res := r.order(ord.URL, u, tok)
-				switch {
-				case res.status == http.StatusCreated:
-					mu.Lock()
-					created++
-					mu.Unlock()
-					return
-				case res.status == http.StatusConflict && res.body["type"] == "sold-out":
-					mu.Lock()
-					soldOut++
-					mu.Unlock()
-					return
-				case res.status == http.StatusServiceUnavailable || res.status == 0:
-					// An attempt that failed after the token was consumed
-					// (a timeout under load) recorded a restorable
-					// OrderFailed; the retry waits for the token to be back.
-					mu.Lock()
-					retried++
-					mu.Unlock()
-					time.Sleep(200 * time.Millisecond)
-				default:
-					t.Errorf("order by %s: %d %v", u, res.status, res.body)
-					return
-				}
-			}
-			t.Errorf("%s: no order outcome within 90s", u)
-		}()
+		buyers.add(u)
 	}
+	buyers.closeWhenDone()
 	entered := make(chan struct{})
 	go func() { defer close(entered); r.enterAll(gw.URL, users, 50) }()
 
@@ -196,7 +155,11 @@ func TestRabbitMQRestartDuringAdmissionAndOrders(t *testing.T) {
 	node.Start()
 	gap := time.Since(down)
 	<-entered
-	wg.Wait()
+	outcome := buyers.wait()
+	for _, err := range outcome.errs {
+		t.Error(err)
+	}
+	created, soldOut, retried := outcome.created, outcome.soldOut, outcome.retried
 
 	issued := issuedTotal(t, rdb, r.q)
 	outbox := func(key string) map[string]bool { return outboxIDs(t, db, key) }
