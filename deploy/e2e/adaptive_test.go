@@ -41,9 +41,10 @@ type buyerTally struct {
 // order-service's database is reached through a proxy that adds 300 ms to
 // every round trip for 20 s. The ADAPTIVE queue's effective rate falls
 // below half of its maximum and climbs back to the maximum after the
-// fault's end (the FIXED queue paused by then); from the fault on its
-// buyers get fewer 503s and time-outs, and fewer of its tokens expire
-// unused, than the FIXED queue's. make chaos holds the controller to its
+// fault's end (the FIXED queue paused by then); of the people
+// admitted while the database is slow, its buyers get fewer 503s and
+// time-outs, and fewer of its tokens expire unused, than the FIXED
+// queue's. make chaos holds the controller to its
 // times, down within 10 s of the fault and back within 90 s of its end;
 // make test, beside every other package on two busy cores, to 20 s and
 // 180 s: a controller that never moves still fails it.
@@ -84,9 +85,13 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 
 	ctx, stopBuyers := context.WithCancel(context.Background())
 	tallies := map[string]*buyerTally{adaptive: {}, fixed: {}}
-	var faultAt atomic.Int64 // unix ms; buyers admitted after it are counted
+	// The fault's window, unix ms: buyers admitted inside it are counted,
+	// and the tokens issued inside it that expired unused. Both queues
+	// admit throughout it; after it the FIXED queue is paused and the
+	// ADAPTIVE one admits on, for up to three minutes on a busy machine.
+	var faultAt, faultEnd atomic.Int64
 	var buyers sync.WaitGroup
-	go s.buy(ctx, &buyers, tallies, &faultAt)
+	go s.buy(ctx, &buyers, tallies, &faultAt, &faultEnd)
 
 	rate := func() (float64, string) {
 		_, v := s.call(http.MethodGet, s.gateway.URL+"/admin/v1/queues/"+adaptive, "ops", "admin", "", nil)
@@ -116,6 +121,7 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	down := waitRate("database slow: below half of the maximum", testenv.Pick(20*time.Second, 10*time.Second), func(r float64) bool { return r > 0 && r < maxRate/2 })
 	time.Sleep(max(slowFor-down, 5*time.Second))
 	s.pgProxy.Delay(0)
+	faultEnd.Store(time.Now().UnixMilli())
 	// The FIXED queue has served its purpose (the control during the
 	// fault); it is paused now, or its 30/s, with the tokens its failed
 	// orders gave back, can keep an order-service under -race on two busy
@@ -142,10 +148,10 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	// Tokens given back by failed orders expire a TTL later at most.
 	time.Sleep(drillTTL + 2*time.Second)
 
-	expired := s.expiredSince(faultAt.Load())
+	expired := s.expiredOfIssued(faultAt.Load(), faultEnd.Load())
 	for _, q := range []string{adaptive, fixed} {
 		b := tallies[q]
-		t.Logf("%s: from the fault on, %d orders created, %d answered 503, %d timed out, %d other; %d tokens expired unused",
+		t.Logf("%s: of the people admitted during the fault, %d orders created, %d answered 503, %d timed out, %d other; %d tokens expired unused",
 			map[string]string{adaptive: "ADAPTIVE", fixed: "FIXED"}[q], b.created.Load(), b.unavailable.Load(), b.timedOut.Load(), b.other.Load(), expired[q])
 	}
 	a, f := tallies[adaptive], tallies[fixed]
@@ -193,7 +199,7 @@ func fillLines(t *testing.T, s *system, qs []string, n int) {
 }
 
 // buy watches TokenIssued and sends each admitted person to order once.
-func (s *system) buy(ctx context.Context, wg *sync.WaitGroup, tallies map[string]*buyerTally, faultAt *atomic.Int64) {
+func (s *system) buy(ctx context.Context, wg *sync.WaitGroup, tallies map[string]*buyerTally, faultAt, faultEnd *atomic.Int64) {
 	seen := 0
 	for ctx.Err() == nil {
 		issued := s.events.Keyed(events.RoutingKeyTokenIssued)
@@ -206,7 +212,7 @@ func (s *system) buy(ctx context.Context, wg *sync.WaitGroup, tallies map[string
 			if b == nil {
 				continue
 			}
-			counted := ev.GetOccurredAt().AsTime().UnixMilli() >= faultAt.Load() && faultAt.Load() > 0
+			counted := inWindow(ev.GetOccurredAt().AsTime().UnixMilli(), faultAt.Load(), faultEnd.Load())
 			wg.Go(func() { s.order1(ev.GetQueueId(), ev.GetUserId(), b, counted) })
 		}
 		seen = len(issued)
@@ -251,19 +257,31 @@ func (s *system) try(method, url, user, entryToken string, body any, timeout tim
 	return st, v
 }
 
-// expiredSince counts TokenExpired events per queue for tokens that went
-// unused (NO_SHOW or too late for a restore) and expired after ms.
-func (s *system) expiredSince(ms int64) map[string]int {
+// inWindow reports whether ms falls in [from, to): from 0 is not begun
+// yet, to 0 not ended.
+func inWindow(ms, from, to int64) bool {
+	return from > 0 && ms >= from && (to == 0 || ms < to)
+}
+
+// expiredOfIssued counts per queue the tokens issued in [from, to) that
+// expired unused (NO_SHOW, or too late for a restore).
+func (s *system) expiredOfIssued(from, to int64) map[string]int {
+	issuedAt := map[string]int64{}
+	for _, d := range s.events.Keyed(events.RoutingKeyTokenIssued) {
+		var ev waitingroomv1.TokenIssued
+		if proto.Unmarshal(d.Body, &ev) == nil {
+			issuedAt[ev.GetTokenId()] = ev.GetOccurredAt().AsTime().UnixMilli()
+		}
+	}
 	out := map[string]int{}
 	for _, d := range s.events.Keyed(events.RoutingKeyTokenExpired) {
 		var ev waitingroomv1.TokenExpired
-		if proto.Unmarshal(d.Body, &ev) != nil || ev.GetOccurredAt().AsTime().UnixMilli() < ms {
+		if proto.Unmarshal(d.Body, &ev) != nil || !strings.HasPrefix(ev.GetReason().String(), "TOKEN_EXPIRED_REASON_") {
 			continue
 		}
-		if !strings.HasPrefix(ev.GetReason().String(), "TOKEN_EXPIRED_REASON_") {
-			continue
+		if at, ok := issuedAt[ev.GetTokenId()]; ok && inWindow(at, from, to) {
+			out[ev.GetQueueId()]++
 		}
-		out[ev.GetQueueId()]++
 	}
 	return out
 }
