@@ -134,14 +134,24 @@ func TestAwayPeopleArePassedOverAndThePresentAdmittedInTheirPlace(t *testing.T) 
 	if pr := p.presence(); pr.Away != 3 || pr.Skipped != 3 {
 		t.Fatalf("presence after admitting past them: %+v, want 3 away, all 3 skipped", pr)
 	}
-	// Passed over, the away are no leavers of the leave share: they are
-	// out of the positions already, which must not discount them twice.
-	if n, err := p.rdb.HGet(context.Background(), p.k.Dispatch(), redisstore.DispatchFieldLeftResolved).Int(); err != redis.Nil && (err != nil || n != 0) {
-		t.Fatalf("leftResolved %d %v after passing 3 away, want none", n, err)
+	// Passed over, the away are leavers of the leave share, as if they
+	// had pressed leave; one who comes back is taken out of it again.
+	leftResolved := func() int {
+		n, err := p.rdb.HGet(context.Background(), p.k.Dispatch(), redisstore.DispatchFieldLeftResolved).Int()
+		if err != nil {
+			t.Fatalf("leftResolved: %v", err)
+		}
+		return n
+	}
+	if n := leftResolved(); n != 3 {
+		t.Fatalf("leftResolved %d after passing 3 away, want 3", n)
 	}
 	// u0003 comes back within the grace: the next admitted, ahead of u0007.
 	if got := p.sighted("u0003"); got.CameBack != 1 {
 		t.Fatalf("u0003's sighting: %+v, want 1 came back", got)
+	}
+	if n := leftResolved(); n != 2 {
+		t.Fatalf("leftResolved %d after u0003 came back, want 2", n)
 	}
 	if st := p.standing("u0003"); st.State != queue.Waiting || st.Position != 1 {
 		t.Fatalf("u0003 back: %s at %d, want WAITING at 1", st.State, st.Position)

@@ -460,8 +460,8 @@ if issued > 0 then
     local seqs, leavers = {}, 0
     for i = 1, #passed, 2 do
       seqs[#seqs + 1] = tonumber(passed[i + 1])
-      -- Nor is an away person's place ("<seq>:!<user>", mark_away).
-      if string.sub(passed[i], -1) ~= ':' and not string.find(passed[i], ':!', 1, true) then
+      -- An away person's place ("<seq>:!<user>", mark_away) is one.
+      if string.sub(passed[i], -1) ~= ':' then
         leavers = leavers + 1
       end
     end

@@ -244,16 +244,20 @@ local PRESENCE_STALE_MS = 3000
 -- places behind theirs (left, leftbins), so positions and waits count only
 -- present people ahead; at or behind the frontier (a person who came back
 -- and went again), passed over at once. Their entry in left is
--- "<seq>:!<user>" ('!' is in no user id): not a leaver of the leave share
--- (leftResolved), which would discount the people ahead a second time, the
--- away being out of the positions already. All keys were read by the
--- caller.
+-- "<seq>:!<user>" ('!' is in no user id). They are leavers of the leave
+-- share (leftResolved) like anyone who pressed leave: counted when
+-- admission passes their place (the tick), or now for a place already
+-- passed, and taken out again if they come back (come_back), for then they
+-- are admitted. The drill TestETAHoldsWhenPeopleLeave measured the
+-- estimate without them at 57 % inside its interval when three in ten
+-- close the tab. All keys were read by the caller.
 local function mark_away(prefix, waiting_key, dispatch_key, user, seq, frontier, now)
   redis.call('ZREM', waiting_key, user)
   redis.call('ZREM', prefix .. 'seen', user)
   redis.call('ZADD', prefix .. 'away', seq, user)
   if seq <= frontier then
     redis.call('ZADD', prefix .. 'skipped', now, user)
+    redis.call('HINCRBY', dispatch_key, 'leftResolved', 1)
   else
     local s = string.format('%d', seq)
     redis.call('ZADD', prefix .. 'left', s, s .. ':!' .. user)
@@ -264,9 +268,14 @@ end
 
 -- come_back puts an away person back at their place, seen now: ahead of
 -- everyone who entered after them, so one whose place was passed is the
--- next admitted. Returns 1. All keys were read by the caller.
+-- next admitted (and no leaver of the leave share any more). Returns 1.
+-- All keys were read by the caller.
 local function come_back(prefix, waiting_key, dispatch_key, user, seq, now)
-  if redis.call('ZREM', prefix .. 'skipped', user) == 0 then
+  if redis.call('ZREM', prefix .. 'skipped', user) == 1 then
+    if (tonumber(redis.call('HGET', dispatch_key, 'leftResolved') or '0') or 0) > 0 then
+      redis.call('HINCRBY', dispatch_key, 'leftResolved', -1)
+    end
+  else
     local s = string.format('%d', seq)
     redis.call('ZREM', prefix .. 'left', s .. ':!' .. user)
     bins_add(prefix .. 'leftbins', {seq}, -1)
