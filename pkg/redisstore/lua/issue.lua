@@ -79,7 +79,7 @@
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier', 'presenceKeys')
+  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier', 'presenceKeys', 'presenceSinceMs')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -116,8 +116,13 @@ local tracked = away_ms > 0
 -- gone. A queue that never had presence reads none of them, so its ticks
 -- keep working on a slot that is migrating.
 local flagged = tracked or d[12] == '1'
+-- Sweeping also waits until the line's sightings have arrived without a
+-- gap for awayAfterSeconds (presenceSinceMs, set by presence.lua): after
+-- an outage, or a failover to a replica that lacks the last batches,
+-- everyone present is seen again before anyone is taken for away.
 local presence = tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED'
   and now - (tonumber(d[10] or '0') or 0) <= PRESENCE_STALE_MS
+  and d[13] ~= false and now - (tonumber(d[13]) or now) >= away_ms
 -- At most this many people are swept, abandoned or put back a tick, and
 -- looked past at the head of the line.
 local SWEEP = 500

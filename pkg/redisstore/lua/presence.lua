@@ -7,7 +7,11 @@
 -- over. Anyone else (admitted, gone, entered before presence was on) is
 -- not tracked and nothing is written for them. The batch also marks the
 -- line's sightings as arriving (presenceMs): without them the tick skips
--- nobody (see PRESENCE_STALE_MS).
+-- nobody (see PRESENCE_STALE_MS). The first batch after a gap (none for
+-- PRESENCE_STALE_MS: every replica cut off, Redis down, a failover to a
+-- replica that lacks the last batches) starts a new run of sightings
+-- (presenceSinceMs): the tick marks nobody away until the run is
+-- awayAfterSeconds old, so everyone present has been seen in it.
 -- Safe to run twice: a repeat sees the same people a moment later.
 -- Called by: Store.Sighted (presence.go), for the queue-gateway's app.Presence and the notification-service's stream.Presence
 -- KEYS: 1 config, 2 waiting, 3 dispatch
@@ -41,5 +45,10 @@ for i, user in ipairs(users) do
     end
   end
 end
-redis.call('HSET', KEYS[3], 'presenceMs', now)
+local run = redis.call('HMGET', KEYS[3], 'presenceMs', 'presenceSinceMs')
+if not run[2] or now - (tonumber(run[1] or '0') or 0) > PRESENCE_STALE_MS then
+  redis.call('HSET', KEYS[3], 'presenceMs', now, 'presenceSinceMs', now)
+else
+  redis.call('HSET', KEYS[3], 'presenceMs', now)
+end
 return {seen, back}
