@@ -148,7 +148,7 @@ func browserEnterChallenge(t *testing.T, s *browserSystem, browser context.Conte
 	tb.shot("in-line")
 
 	notes := eval[[]string](tb, `window.checkNotes`)
-	note := regexp.MustCompile(`^Checking your browser… (\d+) % of the expected work$`)
+	note := regexp.MustCompile(`^Checking your browser… (\d+)% of the expected work$`)
 	if len(notes) == 0 {
 		t.Fatal("the page never showed the browser-check note")
 	}

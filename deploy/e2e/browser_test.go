@@ -32,11 +32,11 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	id := testenv.ID(t)
 	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop"}
 	// Two more queues, which no dispatcher serves: nobody is admitted there.
-	link, challenge, refused := id+"-link", id+"-challenge", id+"-refused"
-	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused)
+	link, challenge, refused, langs := id+"-link", id+"-challenge", id+"-refused", id+"-lang"
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused, langs)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, link, challenge, refused} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, link, challenge, refused, langs} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -50,6 +50,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("EnterChallenge", func(t *testing.T) { browserEnterChallenge(t, sys.in(t), browser, challenge) })
 	t.Run("ChallengeRefused", func(t *testing.T) { browserChallengeRefused(t, sys.in(t), browser, refused) })
 	t.Run("ScheduledDrop", func(t *testing.T) { browserScheduledDrop(t, sys.in(t), browser, qs.drop) })
+	t.Run("Languages", func(t *testing.T) { browserLanguages(t, sys.in(t), browser, langs) })
 	// On a system of its own, whose private Redis it stops.
 	t.Run("Bypass", func(t *testing.T) { browserBypass(t, browser, id+"-bypass") })
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
@@ -101,7 +102,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	st := tb.waitFor("place 5 in a paused line", 10*time.Second, func(p pageState) bool {
 		return p.Shown["figures"] && p.Position == "5"
 	})
-	if st.Ahead != "4" || st.ETA != "about 1-4 s" || st.Progress != 0 || !strings.Contains(st.QueueState, "paused") ||
+	if st.Ahead != "4" || st.ETA != "about 1–4 sec" || st.Progress != 0 || !strings.Contains(st.QueueState, "paused") ||
 		!strings.HasPrefix(st.Status, "Paused: the line is not moving right now") || st.Kind != "warn" {
 		t.Fatalf("at place 5 of a paused line the page shows: %v", st)
 	}
@@ -173,7 +174,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	t.Logf("places shown before the turn: %v; the turn came %s after the line first moved", trail, turnAt.Sub(moved).Round(time.Millisecond))
 	if countdown {
 		st = tb.waitFor("the countdown to the turn", 5*time.Second, func(p pageState) bool { return p.Shown["countdown"] || p.Shown["order-form"] })
-		if !st.Shown["countdown"] || !regexp.MustCompile(`^Your turn starts in [123] s$`).MatchString(st.Countdown) {
+		if !st.Shown["countdown"] || !regexp.MustCompile(`^Your turn starts in [123] sec$`).MatchString(st.Countdown) {
 			t.Fatalf("no countdown to the turn: %v", st)
 		}
 		t.Logf("countdown shown: %q", st.Countdown)
@@ -192,7 +193,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	if strings.Join(st.Quantities, ",") != "1,2,3,4,5" {
 		t.Fatalf("quantities %v, want 1..5 (stock 5)", st.Quantities)
 	}
-	if !regexp.MustCompile(`^◷ Your pass expires in (5 min 0|4 min [45][0-9]) s\.$`).MatchString(st.Expiry) {
+	if !regexp.MustCompile(`^◷ Your pass expires in (5 min|4 min, [45][0-9] sec)\.$`).MatchString(st.Expiry) {
 		t.Fatalf("expiry countdown %q, want about 5 min", st.Expiry)
 	}
 	tb.shot("order-form")
@@ -249,7 +250,7 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 	tb.shot("signed-in-by-the-shop")
 	tb.click("enter")
 	st = tb.waitFor("the line-full message", 10*time.Second, func(p pageState) bool { return strings.Contains(p.Status, "full") })
-	m := regexp.MustCompile(`^The line is full, try again in (\d+) s\.$`).FindStringSubmatch(st.Status)
+	m := regexp.MustCompile(`^The line is full, try again in (\d+) sec\.$`).FindStringSubmatch(st.Status)
 	if m == nil || atoi(m[1]) < 9 || atoi(m[1]) > 11 || st.Kind != "warn" {
 		t.Fatalf("line full: status %q (%s), want a retry in 9 to 11 s (10 s ±10 %%)", st.Status, st.Kind)
 	}
@@ -269,7 +270,7 @@ func browserExpired(t *testing.T, s *browserSystem, browser context.Context, q s
 	tb.click("enter")
 	st := tb.waitFor("the turn", 10*time.Second, func(p pageState) bool { return p.Shown["turn"] })
 	turnAt := time.Now()
-	if !regexp.MustCompile(`^◷ Your pass expires in [12] s\.$`).MatchString(st.Expiry) {
+	if !regexp.MustCompile(`^◷ Your pass expires in [12] sec\.$`).MatchString(st.Expiry) {
 		t.Fatalf("expiry countdown %q, want 1 or 2 s", st.Expiry)
 	}
 	tb.shot("turn")
@@ -329,8 +330,8 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 		}
 	}()
 	tb.click("order")
-	// "...is being given back" until the pass is back, then "...was given back — try again".
-	st = tb.waitFor("the order-failed message", 15*time.Second, func(p pageState) bool { return strings.HasPrefix(p.Status, "Your order failed; your token") })
+	// "...is being given back" until the pass is back, then "...was given back: try again".
+	st = tb.waitFor("the order-failed message", 15*time.Second, func(p pageState) bool { return strings.HasPrefix(p.Status, "Your order failed; your pass") })
 	if st.Kind != "warn" || st.Shown["result"] {
 		t.Fatalf("order failed: %v", st)
 	}
@@ -340,7 +341,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 	cut = false
 	failedAt := time.Now()
 	st = tb.waitFor("the pass back", 20*time.Second, func(p pageState) bool {
-		return ready(p) && p.Status == "Your order failed; your token was given back — try again."
+		return ready(p) && p.Status == "Your order failed; your pass was given back: try again."
 	})
 	if st.Kind != "warn" || len(st.Products) != 1 || st.Products[0] != "Mug — $12.50 — 3 left" {
 		t.Fatalf("the pass back: %v", st)
@@ -359,7 +360,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 // page learns its drawn place.
 const drawing = "Drawing places…"
 
-var startsIn = regexp.MustCompile(`^Sale starts in 0:(\d\d)$`)
+var startsIn = regexp.MustCompile(`^Sale starts in 00:(\d\d)$`)
 
 // A sale that starts about 8 s after three buyers signed in. They enter
 // before the start and wait in its pre-queue: each page counts down by

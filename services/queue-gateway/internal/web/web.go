@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,12 +150,17 @@ func New(cfg Config) (*Handler, error) {
 		index = bytes.ReplaceAll(index, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
 	}
 	h.index = index
+	langs, err := h.languages()
+	if err != nil {
+		return nil, err
+	}
 	h.config, err = json.Marshal(struct {
-		OrderServiceURL        string `json:"orderServiceUrl"`
-		NotificationServiceURL string `json:"notificationServiceUrl"`
-		DefaultQueue           string `json:"defaultQueue"`
-		DevMode                bool   `json:"devMode"`
-	}{strings.TrimRight(cfg.OrderServiceURL, "/"), strings.TrimRight(cfg.NotificationServiceURL, "/"), cfg.DefaultQueue, cfg.DevMode})
+		OrderServiceURL        string     `json:"orderServiceUrl"`
+		NotificationServiceURL string     `json:"notificationServiceUrl"`
+		DefaultQueue           string     `json:"defaultQueue"`
+		DevMode                bool       `json:"devMode"`
+		Languages              []Language `json:"languages"`
+	}{strings.TrimRight(cfg.OrderServiceURL, "/"), strings.TrimRight(cfg.NotificationServiceURL, "/"), cfg.DefaultQueue, cfg.DevMode, langs})
 	if err != nil {
 		return nil, err
 	}
@@ -172,8 +179,142 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
+// Language is one language the page speaks, as /config.json lists it.
+type Language struct {
+	// Code is the BCP 47 tag of the translation file's name.
+	Code string `json:"code"`
+	// Name is the language's own name (its "lang.name" message).
+	Name string `json:"name"`
+	// Dir is the writing direction: "rtl" or "ltr".
+	Dir string `json:"dir"`
+	// URL is the translation file's versioned address.
+	URL string `json:"url"`
+}
+
+// rtl are the languages written right to left.
+var rtl = map[string]bool{"ar": true, "fa": true, "he": true, "ur": true}
+
+// languages lists the translation files (static/i18n/<code>.json),
+// English first, after checking each against English: the same keys, the
+// same {slots} in each message, a plural message's forms each with them.
+func (h *Handler) languages() ([]Language, error) {
+	en, err := messagesOf(h.assets["i18n/en.json"].body)
+	if err != nil {
+		return nil, fmt.Errorf("i18n/en.json: %w", err)
+	}
+	var out []Language
+	for name, a := range h.assets {
+		code, ok := strings.CutPrefix(strings.TrimSuffix(name, ".json"), "i18n/")
+		if !ok || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		msgs, err := messagesOf(a.body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := sameMessages(en, msgs); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		dir := "ltr"
+		if rtl[code] {
+			dir = "rtl"
+		}
+		out = append(out, Language{Code: code, Name: msgs["lang.name"].forms["other"], Dir: dir, URL: "/static/" + name + "?v=" + a.hash})
+	}
+	slices.SortFunc(out, func(a, b Language) int {
+		switch {
+		case a.Code == "en":
+			return -1
+		case b.Code == "en":
+			return 1
+		}
+		return strings.Compare(a.Code, b.Code)
+	})
+	return out, nil
+}
+
+// message is one translation: a string (its one form, "other"), or a
+// plural message's forms by Intl plural category.
+type message struct {
+	forms  map[string]string
+	plural bool
+}
+
+func (m *message) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		m.forms = map[string]string{"other": s}
+		return nil
+	}
+	if err := json.Unmarshal(b, &m.forms); err != nil {
+		return errors.New("a message is a string or an object of plural forms")
+	}
+	m.plural = true
+	for cat := range m.forms {
+		if !pluralCategories[cat] {
+			return fmt.Errorf("%q is no plural category", cat)
+		}
+	}
+	if _, ok := m.forms["other"]; !ok {
+		return errors.New(`a plural message needs its "other" form`)
+	}
+	return nil
+}
+
+var pluralCategories = map[string]bool{"zero": true, "one": true, "two": true, "few": true, "many": true, "other": true}
+
+func messagesOf(b []byte) (map[string]message, error) {
+	var m map[string]message
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+var slot = regexp.MustCompile(`\{(\w+)\}`)
+
+// slots is the set of {slots} of s, sorted.
+func slots(s string) []string {
+	var out []string
+	for _, m := range slot.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// sameMessages reports every way msgs differs from en: a key missing or
+// extra, a form whose {slots} are not English's.
+func sameMessages(en, msgs map[string]message) error {
+	var errs []error
+	for key, want := range en {
+		got, ok := msgs[key]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s is missing", key))
+			continue
+		}
+		if want.plural != got.plural {
+			errs = append(errs, fmt.Errorf("%s: a plural message in one language, a string in the other", key))
+		}
+		for cat, form := range got.forms {
+			if w, g := slots(want.forms["other"]), slots(form); !slices.Equal(w, g) {
+				errs = append(errs, fmt.Errorf("%s (%s) has the slots %v, English %v", key, cat, g, w))
+			}
+		}
+	}
+	for key := range msgs {
+		if _, ok := en[key]; !ok {
+			errs = append(errs, fmt.Errorf("%s is not an English message", key))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
 func contentType(p string) string {
 	switch path.Ext(p) {
+	case ".json":
+		return "application/json; charset=utf-8"
 	case ".js":
 		return "text/javascript; charset=utf-8"
 	case ".css":

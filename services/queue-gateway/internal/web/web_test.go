@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -62,8 +63,16 @@ func TestPageDefaultsAndSecurityHeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := get(t, h.Config, "/config.json")
-	if got, want := rec.Body.String(), `{"orderServiceUrl":"http://localhost:8081","notificationServiceUrl":"http://localhost:8082","defaultQueue":"demo","devMode":false}`; got != want {
-		t.Fatalf("config.json = %s, want %s", got, want)
+	var cfg struct {
+		OrderServiceURL        string     `json:"orderServiceUrl"`
+		NotificationServiceURL string     `json:"notificationServiceUrl"`
+		DefaultQueue           string     `json:"defaultQueue"`
+		DevMode                bool       `json:"devMode"`
+		Languages              []Language `json:"languages"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &cfg); err != nil || cfg.OrderServiceURL != "http://localhost:8081" ||
+		cfg.NotificationServiceURL != "http://localhost:8082" || cfg.DefaultQueue != "demo" || cfg.DevMode || len(cfg.Languages) == 0 {
+		t.Fatalf("config.json = %s (%v), want the default services, queue demo, no dev mode, the languages", rec.Body, err)
 	}
 	rec = get(t, h.Page, "/")
 	want := map[string]string{

@@ -10,7 +10,6 @@ const NETWORK_RETRY_MS = 2000; // after a failed request that gave no hint
 const STREAM_SILENCE_MS = 30000; // a stream this quiet may have missed an event: ask once
 const ORDER_NETWORK_RETRIES = 3;
 const ICONS = { info: 'ℹ', ok: '✓', wait: '◷', warn: '⚠', error: '✗' };
-const money = new Intl.NumberFormat('en-US', { style: 'currency', currency: 'USD' });
 
 // The page's state. phase: idle (not in line), prequeued (waiting for a
 // scheduled sale to start), waiting, admitted (holding a pass), ordering (an
@@ -26,18 +25,134 @@ const S = {
 // Gateway requests are numbered: an older answer never overrides a newer one.
 let asked = 0, answered = 0;
 
+// ---- the person's language ----
+
+// The page's words come from one translation file a language
+// (/static/i18n/<code>.json, listed with their names in /config.json): the
+// person's choice (kept in localStorage), else the first of the browser's
+// languages the page speaks, else English. Numbers, durations, prices and
+// times go through Intl in that language. A message is a string with
+// {name} slots, or, where a count decides the words, an object of Intl
+// plural categories ("one", "other", ...).
+const L = { code: 'en', dir: 'ltr', msgs: {}, shown: new Map(), said: null };
+
+// t is message key in the page's language, its {slots} filled from vars,
+// numbers in the language's digits (vars.count picks the plural form); a
+// key the language lacks falls back to English.
+function t(key, vars = {}) {
+  let m = L.msgs[key] ?? L.en?.[key] ?? '';
+  if (typeof m === 'object') m = m[new Intl.PluralRules(L.code).select(vars.count ?? 0)] ?? m.other;
+  return m.replace(/\{(\w+)\}/g, (all, name) => {
+    if (!(name in vars)) return all;
+    return typeof vars[name] === 'number' ? num(vars[name]) : String(vars[name]);
+  });
+}
+
+// put shows message key in element id and remembers it, so a change of
+// language says it again in the new one.
+function put(id, key, vars) {
+  L.shown.set(id, [key, vars]);
+  $(id).textContent = t(key, vars);
+}
+
+// localize fills an element marked data-i18n with its message; children
+// marked data-slot keep their place (and content) at their {slot}.
+function localize(el) {
+  const slots = new Map([...el.querySelectorAll('[data-slot]')].map((c) => [c.dataset.slot, c]));
+  const msg = t(el.dataset.i18n);
+  if (!slots.size) { el.textContent = msg; return; }
+  const parts = msg.split(/\{(\w+)\}/);
+  el.replaceChildren(...parts.map((part, i) => (i % 2 ? slots.get(part) || part : document.createTextNode(part))));
+}
+
+const nf = (opts) => new Intl.NumberFormat(L.code, opts);
+const num = (n) => nf().format(n);
+const percent = (pct) => nf({ style: 'percent' }).format(pct / 100);
+const unit = (n, u) => nf({ style: 'unit', unit: u, unitDisplay: 'short' }).format(n);
+const unitRange = (a, b, u) => nf({ style: 'unit', unit: u, unitDisplay: 'short' }).formatRange(a, b);
+// parts says a duration in hours, minutes and seconds as the language does.
+function parts(d, style) {
+  if (Intl.DurationFormat) return new Intl.DurationFormat(L.code, { style }).format(d);
+  return [['days', 'day'], ['hours', 'hour'], ['minutes', 'minute'], ['seconds', 'second']]
+    .filter(([k]) => d[k]).map(([k, u]) => unit(d[k], u)).join(' ') || unit(0, 'second');
+}
+
+// chooseLanguage is the stored choice, else the browser's first language
+// the page has (exactly, then by its base: de-AT is de), else English.
+function chooseLanguage(langs) {
+  const have = new Set(langs.map((l) => l.code));
+  if (have.has(localStorage.lang)) return localStorage.lang;
+  for (const want of navigator.languages || [navigator.language || 'en']) {
+    const w = want.toLowerCase();
+    if (have.has(w)) return w;
+    if (have.has(w.split('-')[0])) return w.split('-')[0];
+  }
+  return 'en';
+}
+
+// setLanguage loads code's messages and says the page again in them. The
+// status line is said again only if it had been said in another language.
+async function setLanguage(code) {
+  const lang = S.cfg.languages.find((l) => l.code === code) || S.cfg.languages.find((l) => l.code === 'en');
+  for (;;) {
+    try {
+      const r = await api(lang.url);
+      if (r.status === 200) { L.msgs = r.body; break; }
+    } catch { /* retried */ }
+    await sleep(NETWORK_RETRY_MS);
+  }
+  if (lang.code === 'en') L.en = L.msgs;
+  Object.assign(L, { code: lang.code, dir: lang.dir });
+  document.documentElement.lang = lang.code;
+  document.documentElement.dir = lang.dir;
+  document.querySelectorAll('[data-i18n]').forEach(localize);
+  for (const [id, [key, vars]] of L.shown) $(id).textContent = t(key, vars);
+  if (L.said) sayAgain();
+  if (S.products.length) showProducts();
+  if (S.progress !== undefined) $('progress-text').textContent = percent(S.progress);
+  showFigures();
+  showStart();
+  $('lang').value = lang.code;
+}
+
+// languageSwitcher lists the languages by their own names; a choice is kept.
+function languageSwitcher() {
+  const sel = $('lang');
+  sel.replaceChildren(...S.cfg.languages.map((l) => {
+    const o = new Option(l.name, l.code);
+    o.lang = l.code;
+    o.dir = l.dir;
+    return o;
+  }));
+  sel.addEventListener('change', () => {
+    localStorage.lang = sel.value;
+    setLanguage(sel.value);
+  });
+  show('lang-switch', true);
+}
+
 // ---- helpers ----
 
 // show shows or hides the elements of a space-separated list of ids.
 function show(ids, on) { for (const id of ids.split(' ')) $(id).hidden = !on; }
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const parse = (s) => { try { return JSON.parse(s); } catch { return {}; } };
-const seconds = (ms) => Math.max(1, Math.ceil(ms / 1000));
+const seconds = (ms) => unit(Math.max(1, Math.ceil(ms / 1000)), 'second');
 const gw = (what) => `/api/v1/queues/${encodeURIComponent(S.queue)}/${what}`;
 const bearer = () => ({ Authorization: `Bearer ${S.jwt}` });
 
-// say writes the live region; the same text is not announced twice.
-function say(kind, text) {
+// say writes message key to the live region; the same text is not
+// announced twice. Its vars may hold [key, vars] pairs, messages of their
+// own (said in the same language).
+function say(kind, key, vars = {}) {
+  L.said = [kind, key, vars];
+  sayAgain();
+}
+
+function sayAgain() {
+  const [kind, key, vars] = L.said;
+  const filled = Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, Array.isArray(v) ? t(...v) : v]));
+  const text = t(key, filled);
   if ($('status-text').textContent === text && $('status').dataset.kind === kind) return;
   $('status').dataset.kind = kind;
   $('status-icon').textContent = ICONS[kind];
@@ -66,31 +181,38 @@ function noteClock(r) {
 }
 const now = () => Date.now() + S.skew;
 
-function humanWait(s) {
-  if (s <= 0) return 'any moment now';
-  if (s < 60) return `about ${s} s`;
+// span says s seconds in its largest units: 42 s, 5 min, 1 h 20 min.
+function span(s) {
+  if (s < 60) return unit(s, 'second');
   const m = Math.round(s / 60);
-  return m < 60 ? `about ${m} min` : `about ${Math.floor(m / 60)} h ${m % 60} min`;
+  return m < 60 ? unit(m, 'minute') : parts({ hours: Math.floor(m / 60), minutes: m % 60 }, 'short');
+}
+
+function humanWait(s) {
+  return s <= 0 ? t('wait.anyMoment') : t('wait.about', { time: span(s) });
 }
 
 // waitRange says the estimate as the range it is ("about 4-6 min"), in the
 // unit of its high end; one figure where the range rounds to one.
 function waitRange(low, eta, high) {
   if (!(high > low)) return humanWait(eta);
-  if (high <= 0) return 'any moment now';
-  if (high < 60) return low === high ? `about ${high} s` : `about ${low}-${high} s`;
+  if (high <= 0) return t('wait.anyMoment');
+  if (high < 60) return t('wait.about', { time: low === high ? unit(high, 'second') : unitRange(low, high, 'second') });
   const lo = Math.max(Math.floor(low / 60), 0);
   const hi = Math.max(Math.ceil(high / 60), 1);
-  if (hi >= 60) return `${humanWait(low)} to ${humanWait(high).replace('about ', '')}`;
-  return lo === hi ? `about ${hi} min` : `about ${lo}-${hi} min`;
+  if (hi >= 60) return t('wait.about', { time: t('wait.between', { low: span(low), high: span(high) }) });
+  return t('wait.about', { time: lo === hi ? unit(hi, 'minute') : unitRange(lo, hi, 'minute') });
 }
-const duration = (s) => (s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`);
+const duration = (s) => (s < 60 ? unit(s, 'second') : parts({ minutes: Math.floor(s / 60), seconds: s % 60 }, 'short'));
 
-// timeLeft says whole seconds as a countdown shows them: 0:42, 12:05, 1:02:03, 2 d 1:02:03.
+// timeLeft says whole seconds as a countdown shows them (0:42, 12:05,
+// 1:02:03), in the language's digits.
 function timeLeft(s) {
-  const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
-  const ms = `${String(m).padStart(d || h ? 2 : 1, '0')}:${String(s % 60).padStart(2, '0')}`;
-  return d || h ? `${d ? `${d} d ` : ''}${h}:${ms}` : ms;
+  const d = { days: Math.floor(s / 86400), hours: Math.floor(s / 3600) % 24, minutes: Math.floor(s / 60) % 60, seconds: s % 60 };
+  if (Intl.DurationFormat) return new Intl.DurationFormat(L.code, { style: 'digital', hoursDisplay: d.days || d.hours ? 'always' : 'auto' }).format(d);
+  const two = (n) => nf({ minimumIntegerDigits: 2 }).format(n);
+  const ms = `${d.days || d.hours ? two(d.minutes) : num(d.minutes)}:${two(d.seconds)}`;
+  return d.days || d.hours ? `${d.days ? `${parts({ days: d.days }, 'short')} ` : ''}${num(d.hours)}:${ms}` : ms;
 }
 
 // ---- identity ----
@@ -123,20 +245,20 @@ function subject(jwt) {
 function offerLink(jwt, running) {
   const who = subject(jwt);
   if (!who) {
-    say('warn', 'The link carried a sign-in this page cannot read; it was ignored.');
+    say('warn', 'link.unreadable');
     return false;
   }
-  const current = localStorage.token ? subject(localStorage.token) || 'someone else' : '';
+  const current = localStorage.token ? subject(localStorage.token) || t('link.someoneElse') : '';
   $('link-user').textContent = who;
   $('current-user').textContent = current;
   show('current-note', current !== '');
-  $('use-link').textContent = current === who ? `Use the link's new sign-in for ${who}` : `Continue as ${who}`;
-  $('keep-identity').textContent = current ? `Stay signed in as ${current}` : 'Ignore the link';
+  put('use-link', current === who ? 'link.useNew' : 'link.continueAs', { user: who });
+  put('keep-identity', current ? 'link.stay' : 'link.ignore', { user: current });
   S.offer = { jwt, running };
   show('identity', false);
   show('switch', true);
   $('switch-h').focus();
-  say('warn', `A link asks to sign you in as ${who}.`);
+  say('warn', 'link.asks', { user: who });
   return true;
 }
 
@@ -154,7 +276,7 @@ function keepIdentity() {
   const { running } = S.offer;
   S.offer = null;
   show('switch', false);
-  if (running) return say('info', 'The link was ignored: you stay signed in as before.');
+  if (running) return say('info', 'link.ignored');
   if (localStorage.token) signedIn(); else askIdentity();
 }
 
@@ -169,24 +291,24 @@ function askIdentity() {
   show('line', false);
   if (!S.cfg.devMode) {
     show('signin-required', true);
-    return say('warn', 'Sign in required: open this page from the shop.');
+    return say('warn', 'identity.signinRequiredSay');
   }
   show('dev-login', true);
   if (!$('name').value) $('name').value = `guest-${randomHex(2)}`;
-  say('info', 'Choose a name to wait under.');
+  say('info', 'identity.choose');
 }
 
 async function mintToken(e) {
   e.preventDefault();
   const userId = $('name').value.trim();
-  if (!USER_ID.test(userId)) return say('error', 'A name may only use letters, digits and _ . : @ -');
+  if (!USER_ID.test(userId)) return say('error', 'identity.badName');
   let r;
   try {
     r = await api('/api/v1/dev/token', {
       method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ userId }),
     });
-  } catch { return say('error', 'Could not reach the waiting room. Try again.'); }
-  if (r.status !== 200) return say('error', `Could not sign you in (${r.body.type || r.status}).`);
+  } catch { return say('error', 'net.unreachable'); }
+  if (r.status !== 200) return say('error', 'identity.failed', { reason: r.body.type || String(r.status) });
   localStorage.token = r.body.token;
   signedIn();
 }
@@ -204,7 +326,7 @@ function signedOut() {
   delete localStorage.token;
   Object.assign(S, { jwt: '', phase: 'idle' });
   askIdentity();
-  say('warn', 'Your sign-in is no longer valid: sign in again.');
+  say('warn', 'identity.expired');
 }
 
 // ---- the line ----
@@ -216,18 +338,18 @@ function signedOut() {
 // the front they are answered from the replicas' memory, not from Redis.
 // It is kept per queue for this tab's session; a new enter replaces it.
 const ticketKey = () => `ticket:${S.queue}`;
-function keepTicket(t) {
+function keepTicket(ticket) {
   const old = sessionStorage.getItem(ticketKey());
-  sessionStorage.setItem(ticketKey(), t);
+  sessionStorage.setItem(ticketKey(), ticket);
   // Re-signed with a new key (a rotation): the browser would reconnect the
   // stream with the URL it opened, the old ticket, refused once the old key
   // is dropped. Open it again with this one.
-  if (old && old !== t && S.es) openStream();
+  if (old && old !== ticket && S.es) openStream();
 }
 function dropTicket() { sessionStorage.removeItem(ticketKey()); }
 function withTicket(headers) {
-  const t = sessionStorage.getItem(ticketKey());
-  return t ? { ...headers, 'X-Queue-Ticket': t } : headers;
+  const held = sessionStorage.getItem(ticketKey());
+  return held ? { ...headers, 'X-Queue-Ticket': held } : headers;
 }
 
 async function enter() {
@@ -237,14 +359,14 @@ async function enter() {
   dropTicket(); // a new place, a new ticket
   show('enter enter-again turn figures prequeue', false);
   show('line', true);
-  say('wait', 'Taking your place in line…');
+  say('wait', 'enter.taking');
   const my = ++asked;
   let r;
   try {
     r = await api(gw('enter'), { method: 'POST', headers: bearer() });
     if (r.body.type === 'challenge-required') r = await enterWithChallenge();
   } catch {
-    return retryEnter(NETWORK_RETRY_MS, 'Could not reach the waiting room');
+    return retryEnter(NETWORK_RETRY_MS, 'enter.unreachable');
   }
   if (!r) return; // stopped while the browser check ran
   answered = Math.max(answered, my);
@@ -252,22 +374,22 @@ async function enter() {
   if (r.status === 200) return onStanding(r.body, true);
   switch (r.body.type) {
     case 'queue-full':
-      say('warn', `The line is full, try again in ${seconds(r.retryMs)} s.`);
+      say('warn', 'enter.full', { wait: seconds(r.retryMs) });
       return offerEnter(r.retryMs); // the button comes back when the hint has passed
     case 'rate-limited':
-    case 'backend-unavailable': return retryEnter(r.retryMs || NETWORK_RETRY_MS, 'The waiting room is busy');
+    case 'backend-unavailable': return retryEnter(r.retryMs || NETWORK_RETRY_MS, 'enter.busy');
     case 'unauthorized': return signedOut();
-    case 'queue-not-found': return say('error', 'There is no sale under this name.');
-    case 'queue-closed': return say('error', 'This sale is closed: the line takes no new entries.');
+    case 'queue-not-found': return say('error', 'enter.noSale');
+    case 'queue-closed': return say('error', 'enter.closed');
     case 'challenge-required': // still, with a solution sent
     case 'challenge-failed':
-      say('error', 'The check of your browser was not accepted. Try again.');
+      say('error', 'check.refused');
       return offerEnter(0);
     case 'check-unfinished':
-      say('error', 'Your browser could not finish the check in time. Try again.');
+      say('error', 'check.unfinished');
       return offerEnter(0);
     default:
-      say('error', `Could not enter the line (${r.body.type || r.status}). Try again.`);
+      say('error', 'enter.failed', { reason: r.body.type || String(r.status) });
       return offerEnter(0);
   }
 }
@@ -285,7 +407,7 @@ const CHECK_MARGIN_MS = 1000; // kept for the enter request before a challenge l
 // fresh challenge. It returns the answer that decides, or undefined when
 // stopped; the network failing throws.
 async function enterWithChallenge() {
-  say('wait', 'One moment: this sale asks every browser for a short check before you enter the line.');
+  say('wait', 'check.asked');
   let refused = false;
   try {
     for (let n = 0; n < MAX_CHALLENGES; n++) {
@@ -340,7 +462,7 @@ function solve(c) {
 // not stuck. The live copy speaks only every CHECK_SAY_MS.
 function checkNote(hashes, bits) {
   const pct = Math.floor((100 * hashes) / 2 ** bits);
-  const text = `Checking your browser… ${pct} % of the expected work`;
+  const text = t('check.progress', { percent: percent(pct) });
   $('check-note').textContent = text;
   show('check', true);
   const c = S.check;
@@ -351,7 +473,7 @@ function checkNote(hashes, bits) {
 }
 
 function retryEnter(ms, why) {
-  say('wait', `${why}; trying again in ${seconds(ms)} s.`);
+  say('wait', 'enter.retrying', { why: [why], wait: seconds(ms) });
   S.pollTimer = setTimeout(enter, ms);
 }
 
@@ -376,14 +498,14 @@ function onStanding(s, fromGateway) {
     case 'ADMITTED':
       if (s.token) return admitted(s);
       if (s.orderInProgress) { // an order holds the pass: its outcome decides
-        if (S.phase !== 'checking') say('wait', 'An order with your pass is being processed…');
+        if (S.phase !== 'checking') say('wait', 'turn.processing');
         S.phase = 'checking';
         return keepPolling(S.retryMs);
       }
       return fromGateway ? undefined : poll(); // fetch the secret from the gateway
     case 'EXPIRED': return expired();
     case 'ABANDONED': return abandoned();
-    case 'ORDERED': return done('ok', 'You already ordered. Thank you!');
+    case 'ORDERED': return done('ok', 'order.alreadyOrdered');
     case 'NOT_IN_QUEUE': return notInLine(back);
   }
 }
@@ -397,14 +519,11 @@ function waiting(s) {
   sessionStorage.setItem(key, S.firstPosition);
   show('enter enter-again', false);
   show('figures', true);
-  $('position').textContent = s.position;
-  $('ahead').textContent = s.ahead;
-  $('eta').textContent = waitRange(s.etaLowSeconds, s.etaSeconds, s.etaHighSeconds);
+  S.standing = s;
+  showFigures();
   const paused = s.queueState === 'PAUSED';
-  $('queue-state').textContent = paused ? '❚❚ paused' : '▶ moving';
   setProgress(1 - s.position / S.firstPosition);
-  if (paused) say('warn', `Paused: the line is not moving right now. You are number ${s.position} in line.`);
-  else say('wait', `You are number ${s.position} in line. Keep this page open: it updates by itself.`);
+  say(paused ? 'warn' : 'wait', paused ? 'line.pausedSay' : 'line.waitingSay', { position: s.position });
   if (S.phase === 'idle') {
     S.phase = 'waiting';
     follow();
@@ -413,6 +532,16 @@ function waiting(s) {
     S.phase = 'waiting';
     openStream();
   }
+}
+
+// showFigures shows the last standing's figures in the page's language.
+function showFigures() {
+  const s = S.standing;
+  if (!s) return;
+  $('position').textContent = num(s.position);
+  $('ahead').textContent = num(s.ahead);
+  $('eta').textContent = waitRange(s.etaLowSeconds, s.etaSeconds, s.etaHighSeconds);
+  $('queue-state').textContent = s.queueState === 'PAUSED' ? `❚❚ ${t('line.paused')}` : `▶ ${t('line.moving')}`;
 }
 
 // ---- before a scheduled sale starts ----
@@ -431,15 +560,23 @@ function preQueued(s) {
   S.phase = 'prequeued';
   show('enter enter-again figures', false);
   show('prequeue', true);
-  $('pre-queued').textContent = s.preQueued || 0;
-  const far = s.startsInMs > 20 * 3600 * 1000; // tomorrow or later: say the day too
-  const at = new Date(s.startsAt);
-  $('starts-at').textContent = Number.isNaN(at.getTime()) ? '–'
-    : at.toLocaleString([], far ? { dateStyle: 'medium', timeStyle: 'short' } : { timeStyle: 'short' });
+  S.standing = s;
+  showStart();
   if (S.start) clearInterval(S.start.timer);
   S.start = { at: performance.now() + (s.startsInMs || 0), timer: setInterval(countdown, 250), said: S.start ? S.start.said : -Infinity };
   countdown();
   keepPolling(s.retryAfterMs);
+}
+
+// showStart shows when the sale starts, in the page's language.
+function showStart() {
+  const s = S.standing;
+  if (!s || s.state !== 'PRE_QUEUE') return;
+  $('pre-queued').textContent = num(s.preQueued || 0);
+  const far = s.startsInMs > 20 * 3600 * 1000; // tomorrow or later: say the day too
+  const at = new Date(s.startsAt);
+  $('starts-at').textContent = Number.isNaN(at.getTime()) ? '–'
+    : at.toLocaleString(L.code, far ? { dateStyle: 'medium', timeStyle: 'short' } : { timeStyle: 'short' });
 }
 
 // countdown shows the time left to the start; at 0, until the gateway
@@ -450,14 +587,15 @@ function countdown() {
   const left = Math.ceil((c.at - performance.now()) / 1000);
   if (left <= 0) {
     clearInterval(c.timer);
-    $('starts-in').textContent = 'Drawing places…';
-    return say('wait', 'The sale has started. Drawing places… Keep this page open: your place in line comes in a moment.');
+    put('starts-in', 'start.drawing');
+    return say('wait', 'start.startedSay');
   }
-  $('starts-in').textContent = `Sale starts in ${timeLeft(left)}`;
-  say('wait', 'You are waiting for the sale to start. Keep this page open: your place in line is drawn at the start.');
+  L.shown.delete('starts-in'); // a countdown again (a new start time): no longer drawing
+  $('starts-in').textContent = t('start.in', { time: timeLeft(left) });
+  say('wait', 'start.waitingSay');
   if (performance.now() - c.said >= STARTS_SAY_MS) {
     c.said = performance.now();
-    $('starts-live').textContent = `The sale starts in ${humanWait(left)}.`;
+    $('starts-live').textContent = t('start.inSay', { wait: humanWait(left) });
   }
 }
 
@@ -469,8 +607,8 @@ function stopCountdown() {
 function setProgress(f) {
   const pct = Math.round(Math.min(1, Math.max(0, f)) * 100);
   $('progress').value = pct;
-  $('progress').textContent = `${pct} %`;
-  $('progress-text').textContent = `${pct} %`;
+  S.progress = pct;
+  $('progress-text').textContent = percent(pct);
 }
 
 // notInLine offers the Enter button; back says the page was bypassed until now.
@@ -481,8 +619,7 @@ function notInLine(back) {
   show('line', true);
   show('figures turn enter-again prequeue', false);
   offerEnter(0);
-  say('info', was === 'bypass' ? 'The waiting room is back: enter the line to take a place.'
-    : was === 'idle' ? 'You are not in line yet.' : 'You are no longer in line. Enter again to take a place.');
+  say('info', was === 'bypass' ? 'line.back' : was === 'idle' ? 'line.notYet' : 'line.noLonger');
 }
 
 // ---- the waiting room bypassed ----
@@ -502,8 +639,8 @@ function bypassed(s, fromGateway) {
   S.pass = { token: s.token, activateAt: Date.parse(s.activateAt), expiresAt: Date.parse(s.expiresAt) };
   show('line result countdown expiry', false);
   show('turn bypass-note order-form', true);
-  $('turn-h').textContent = 'Order now';
-  say('info', 'The waiting room is bypassed for now: you can order straight away.');
+  put('turn-h', 'turn.orderNow');
+  say('info', 'bypass.say');
   loadProducts();
   keepPolling(S.retryMs);
 }
@@ -527,8 +664,8 @@ function openStream() {
   closeStream();
   if (!window.EventSource || !S.cfg.notificationServiceUrl) return;
   // EventSource cannot send headers: the JWT and the ticket go in the query.
-  const t = sessionStorage.getItem(ticketKey());
-  const ticket = t ? `&ticket=${encodeURIComponent(t)}` : '';
+  const held = sessionStorage.getItem(ticketKey());
+  const ticket = held ? `&ticket=${encodeURIComponent(held)}` : '';
   const es = new EventSource(`${S.cfg.notificationServiceUrl}${gw('events')}?access_token=${encodeURIComponent(S.jwt)}${ticket}`);
   S.es = es;
   // A (re)connected stream takes over from polling; one poll catches up on
@@ -569,8 +706,8 @@ async function poll() {
   }
   if (r.status === 401) return signedOut();
   if (r.body.type === 'ticket-invalid') { dropTicket(); return poll(); } // another account's, or a rotated-out key: ask without
-  if (r.body.type === 'queue-not-found') { stopAll(); return say('error', 'There is no sale under this name.'); }
-  say('warn', 'The waiting room is not answering; your place is kept. Still trying…');
+  if (r.body.type === 'queue-not-found') { stopAll(); return say('error', 'enter.noSale'); }
+  say('warn', 'line.notAnswering');
   keepPolling(r.retryMs || NETWORK_RETRY_MS);
 }
 
@@ -595,14 +732,14 @@ function stopAll() {
 
 function admitted(s) {
   const first = S.phase === 'idle' || S.phase === 'prequeued' || S.phase === 'waiting';
-  const note = first ? ['ok', 'It is your turn! Order before your pass expires.'] : S.retryNote ? ['warn', S.retryNote] : null;
+  const note = first ? ['ok', 'turn.say'] : S.retryNote ? ['warn', S.retryNote] : null;
   stopAll();
   Object.assign(S, { phase: 'admitted', retryNote: '' });
   S.pass = { token: s.token, activateAt: Date.parse(s.activateAt), expiresAt: Date.parse(s.expiresAt) };
   setProgress(1);
   show('line result bypass-note', false);
   show('turn expiry', true);
-  $('turn-h').textContent = 'It is your turn';
+  put('turn-h', 'turn.heading');
   if (note) { // the turn, or the pass back after a failed order (the stock has moved since)
     say(...note);
     loadProducts();
@@ -615,13 +752,13 @@ function admitted(s) {
 function tick() {
   const p = S.pass;
   if (!p) return;
-  const t = now();
-  const toStart = Math.ceil((p.activateAt - t) / 1000);
-  const toEnd = Math.ceil((p.expiresAt - t) / 1000);
+  const at = now();
+  const toStart = Math.ceil((p.activateAt - at) / 1000);
+  const toEnd = Math.ceil((p.expiresAt - at) / 1000);
   show('countdown', toStart > 0);
   show('order-form', toStart <= 0);
-  if (toStart > 0) $('countdown').textContent = `Your turn starts in ${toStart} s`;
-  $('expiry').textContent = toEnd > 0 ? `◷ Your pass expires in ${duration(toEnd)}.` : '◷ Your pass has expired.';
+  if (toStart > 0) $('countdown').textContent = t('turn.startsIn', { wait: unit(toStart, 'second') });
+  $('expiry').textContent = `◷ ${toEnd > 0 ? t('turn.expiresIn', { time: duration(toEnd) }) : t('turn.expired')}`;
   if (toEnd <= 0 && S.phase === 'admitted') {
     // Our clock says the pass lapsed; the gateway has the last word.
     clearInterval(S.clock);
@@ -632,9 +769,10 @@ function tick() {
 
 // formNote says what keeps the form empty, next to it: the status line
 // keeps the news about the pass.
-function formNote(text) {
-  $('form-note').textContent = text ? `⚠ ${text}` : '';
-  show('form-note', text !== '');
+function formNote(key) {
+  S.formNote = key;
+  $('form-note').textContent = key ? `⚠ ${t(key)}` : '';
+  show('form-note', key !== '');
 }
 
 async function loadProducts() {
@@ -643,14 +781,22 @@ async function loadProducts() {
     try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/products?queueId=${encodeURIComponent(S.queue)}`); } catch { /* retried */ }
     if (!S.pass && !S.bypass) return;
     if (r.status === 200) { S.products = r.body.products || []; break; }
-    formNote('Could not load the products; trying again…');
+    formNote('order.productsRetry');
     await sleep(NETWORK_RETRY_MS);
   }
-  formNote(S.products.length ? '' : 'Nothing is on sale in this queue right now.');
+  formNote(S.products.length ? '' : 'order.nothing');
+  showProducts();
+}
+
+// showProducts fills the product list in the page's language.
+function showProducts() {
+  if (S.formNote) formNote(S.formNote);
   const sel = $('product');
   const keep = sel.value;
+  const price = nf({ style: 'currency', currency: 'USD' });
   sel.replaceChildren(...S.products.map((p) => {
-    const o = new Option(`${p.name} — ${money.format(p.priceCents / 100)} — ${p.stock > 0 ? `${p.stock} left` : 'sold out'}`, p.productId);
+    const stock = p.stock > 0 ? t('order.left', { count: p.stock }) : t('order.soldOutOption');
+    const o = new Option(t('order.option', { name: p.name, price: price.format(p.priceCents / 100), stock }), p.productId);
     o.disabled = p.stock <= 0;
     return o;
   }));
@@ -677,7 +823,7 @@ async function placeOrder(e) {
   if (S.phase !== 'admitted' && S.phase !== 'bypass') return;
   S.phase = 'ordering';
   $('order').disabled = true;
-  say('wait', 'Placing your order…');
+  say('wait', 'order.placing');
   // One key per click: every retry of this click reuses it, so it orders at most once.
   const key = randomHex(16);
   const body = JSON.stringify({ queueId: S.queue, productId: $('product').value, quantity: Number($('quantity').value) });
@@ -687,14 +833,13 @@ async function placeOrder(e) {
   for (let failures = 0; ;) {
     let r;
     try { r = await api(`${S.cfg.orderServiceUrl}/api/v1/orders`, { method: 'POST', body, headers }); } catch {
-      if (++failures > ORDER_NETWORK_RETRIES) return orderAgain('Could not reach the shop. Your pass is kept: try again.');
+      if (++failures > ORDER_NETWORK_RETRIES) return orderAgain('order.unreachable');
       await sleep(1000);
       continue;
     }
     // Too early (425), too busy (429) or still running: the same request, later.
     if (r.status !== 425 && r.status !== 429 && r.body.type !== 'idempotency-in-progress') return orderAnswered(r);
-    say('wait', r.status === 425 ? `Your turn starts in ${seconds(r.retryMs)} s; ordering then…`
-      : `The shop is busy; trying again in ${seconds(r.retryMs)} s…`);
+    say('wait', r.status === 425 ? 'order.early' : 'order.busy', { wait: seconds(r.retryMs) });
     await sleep(r.retryMs || 1000);
   }
 }
@@ -703,20 +848,20 @@ function orderAnswered(r) {
   if (r.status === 201) {
     $('order-id').textContent = r.body.orderId;
     show('result', true);
-    return done('ok', `Order confirmed. Your order number is ${r.body.orderId}.`);
+    return done('ok', 'order.confirmedSay', { id: r.body.orderId });
   }
   if (S.bypass) return bypassOrderFailed(r);
   switch (r.body.type) {
-    case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
-    case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
-    case 'token-already-used': return done('ok', 'You already ordered with this pass.');
+    case 'sold-out': return done('error', 'order.soldOut');
+    case 'order-limit-reached': return done('error', 'order.limit');
+    case 'token-already-used': return done('ok', 'order.alreadyUsed');
     case 'backend-unavailable':
     case 'product-not-found': // the pass comes back (the dispatcher restores it): wait for it
-      return check('Your order failed; your token is being given back…', 'Your order failed; your token was given back — try again.');
+      return check('order.givingBack', 'order.givenBack');
     case 'invalid-entry-token':
-      return check('Your pass was not accepted; checking where you stand…', 'Your pass is valid again: try again.');
+      return check('order.passRefused', 'order.passBack');
     case 'unauthorized': return signedOut();
-    default: return orderAgain(`Your order failed (${r.body.detail || r.body.type || r.status}). Try again.`);
+    default: return orderAgain('order.failed', { reason: r.body.type || String(r.status) });
   }
 }
 
@@ -726,38 +871,38 @@ function orderAnswered(r) {
 // back) and the gateway says where we stand.
 function bypassOrderFailed(r) {
   switch (r.body.type) {
-    case 'sold-out': return done('error', 'Sold out: there is not enough stock left for this order.');
-    case 'order-limit-reached': return done('error', 'You already have as many orders in this sale as one person may place.');
-    case 'token-already-used': return done('ok', 'You already ordered with this pass.');
+    case 'sold-out': return done('error', 'order.soldOut');
+    case 'order-limit-reached': return done('error', 'order.limit');
+    case 'token-already-used': return done('ok', 'order.alreadyUsed');
     case 'unauthorized': return signedOut();
     case 'invalid-entry-token':
       leaveBypass();
-      say('warn', 'The waiting room is back: checking where you stand…');
+      say('warn', 'bypass.back');
       return poll();
-    default: return orderAgain(`Your order failed (${r.body.detail || r.body.type || r.status}). Try again.`);
+    default: return orderAgain('order.failed', { reason: r.body.type || String(r.status) });
   }
 }
 
 // check asks the gateway until it says where we stand; note is said if the pass is back.
-function check(text, note) {
+function check(key, note) {
   Object.assign(S, { phase: 'checking', retryNote: note });
-  say('warn', text);
+  say('warn', key);
   poll();
 }
 
 // orderAgain re-enables the form after a failure that left the pass untouched.
-function orderAgain(text) {
+function orderAgain(key, vars) {
   S.phase = S.bypass ? 'bypass' : 'admitted';
   fillQuantity();
-  say('error', text);
+  say('error', key, vars);
   keepPolling(S.retryMs); // bypassed: whether the line is back
 }
 
-function done(kind, text) {
+function done(kind, key, vars) {
   stopAll();
   Object.assign(S, { phase: 'done', pass: null, bypass: false });
   show('line turn', false);
-  say(kind, text);
+  say(kind, key, vars);
 }
 
 function expired() {
@@ -765,7 +910,7 @@ function expired() {
   Object.assign(S, { phase: 'expired', pass: null });
   show('turn figures enter prequeue', false);
   show('line enter-again', true);
-  say('warn', 'Your turn expired: the pass was not used in time. Enter again to take a new place in line.');
+  say('warn', 'end.expired');
 }
 
 function abandoned() {
@@ -773,7 +918,7 @@ function abandoned() {
   Object.assign(S, { phase: 'expired', pass: null });
   show('turn figures enter prequeue', false);
   show('line enter-again', true);
-  say('warn', 'Your place was given up: this page was away too long when your turn came. Enter again to take a new place in line.');
+  say('warn', 'end.abandoned');
 }
 
 // ---- start ----
@@ -784,13 +929,17 @@ async function main() {
       const r = await api('/config.json');
       if (r.status === 200) { S.cfg = r.body; break; }
     } catch { /* retried */ }
-    say('warn', 'Could not load the page settings; trying again…');
+    // No settings, so no list of languages: English, if it loads.
+    if (!L.en) L.en = await api('/static/i18n/en.json').then((e) => (e.status === 200 ? e.body : undefined), () => undefined);
+    if (L.en) say('warn', 'page.settingsRetry');
     await sleep(NETWORK_RETRY_MS);
   }
   const m = location.pathname.match(/^\/q\/([^/]+)\/?$/);
   S.queue = m ? decodeURIComponent(m[1]) : new URLSearchParams(location.search).get('queue') || S.cfg.defaultQueue;
   $('queue-name').textContent = S.queue;
-  if (!QUEUE_ID.test(S.queue)) return say('error', 'This address names no sale.');
+  languageSwitcher();
+  await setLanguage(chooseLanguage(S.cfg.languages));
+  if (!QUEUE_ID.test(S.queue)) return say('error', 'page.noSale');
   $('dev-login').addEventListener('submit', mintToken);
   $('enter').addEventListener('click', enter);
   $('enter-again').addEventListener('click', enter);
