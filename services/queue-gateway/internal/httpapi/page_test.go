@@ -1,7 +1,9 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,8 +95,16 @@ func TestPageConfigJSON(t *testing.T) {
 			if r.status != http.StatusOK || r.header.Get("Content-Type") != "application/json" || r.header.Get("Cache-Control") != "no-store" {
 				t.Fatalf("config.json: %d %v", r.status, r.header)
 			}
-			if string(r.body) != tt.want {
-				t.Fatalf("config.json = %s, want %s", r.body, tt.want)
+			// The services, the queue, dev mode; then the page's languages
+			// (their list is the web package's to test).
+			var got map[string]json.RawMessage
+			if err := json.Unmarshal(r.body, &got); err != nil {
+				t.Fatalf("config.json %s: %v", r.body, err)
+			}
+			langs := got["languages"]
+			delete(got, "languages")
+			if b, _ := json.Marshal(got); !jsonEqual(t, b, tt.want) || !strings.HasPrefix(string(langs), `[{"code":"en"`) {
+				t.Fatalf("config.json = %s, want %s with the languages, English first", r.body, tt.want)
 			}
 			// The dev token endpoint exists exactly when the page is told so.
 			res := h.must(http.MethodPost, "/api/v1/dev/token", "", map[string]string{"userId": "guest-1a2b"})
@@ -103,6 +113,19 @@ func TestPageConfigJSON(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(t *testing.T, a []byte, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatal(err)
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 func TestNoPageUnlessConfigured(t *testing.T) {
