@@ -122,7 +122,7 @@ local flagged = tracked or d[12] == '1'
 -- everyone present is seen again before anyone is taken for away.
 local presence = tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED'
   and now - (tonumber(d[10] or '0') or 0) <= PRESENCE_STALE_MS
-  and d[13] ~= false and now - (tonumber(d[13]) or now) >= away_ms
+  and now - (tonumber(d[13] or '') or now) >= away_ms
 -- At most this many people are swept, abandoned or put back a tick, and
 -- looked past at the head of the line.
 local SWEEP = 500

@@ -46,9 +46,8 @@ for i, user in ipairs(users) do
   end
 end
 local run = redis.call('HMGET', KEYS[3], 'presenceMs', 'presenceSinceMs')
+redis.call('HSET', KEYS[3], 'presenceMs', now)
 if not run[2] or now - (tonumber(run[1] or '0') or 0) > PRESENCE_STALE_MS then
-  redis.call('HSET', KEYS[3], 'presenceMs', now, 'presenceSinceMs', now)
-else
-  redis.call('HSET', KEYS[3], 'presenceMs', now)
+  redis.call('HSET', KEYS[3], 'presenceSinceMs', now)
 end
 return {seen, back}

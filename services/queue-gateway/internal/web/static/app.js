@@ -41,7 +41,7 @@ const L = { code: 'en', dir: 'ltr', msgs: {}, shown: new Map(), said: null };
 // key the language lacks falls back to English.
 function t(key, vars = {}) {
   let m = L.msgs[key] ?? L.en?.[key] ?? '';
-  if (typeof m === 'object') m = m[new Intl.PluralRules(L.code).select(vars.count ?? 0)] ?? m.other;
+  if (typeof m === 'object') m = m[intl('PluralRules').select(vars.count ?? 0)] ?? m.other;
   return m.replace(/\{(\w+)\}/g, (all, name) => {
     if (!(name in vars)) return all;
     return typeof vars[name] === 'number' ? num(vars[name]) : String(vars[name]);
@@ -65,14 +65,22 @@ function localize(el) {
   el.replaceChildren(...parts.map((part, i) => (i % 2 ? slots.get(part) || part : document.createTextNode(part))));
 }
 
-const nf = (opts) => new Intl.NumberFormat(L.code, opts);
+// intl is an Intl formatter of the page's language, made once per
+// language and options: the countdowns format four times a second.
+const formatters = new Map(); // emptied by setLanguage
+function intl(kind, opts = {}) {
+  const key = `${kind} ${JSON.stringify(opts)}`;
+  if (!formatters.has(key)) formatters.set(key, new Intl[kind](L.code, opts));
+  return formatters.get(key);
+}
+const nf = (opts) => intl('NumberFormat', opts);
 const num = (n) => nf().format(n);
 const percent = (pct) => nf({ style: 'percent' }).format(pct / 100);
 const unit = (n, u) => nf({ style: 'unit', unit: u, unitDisplay: 'short' }).format(n);
 const unitRange = (a, b, u) => nf({ style: 'unit', unit: u, unitDisplay: 'short' }).formatRange(a, b);
 // parts says a duration in hours, minutes and seconds as the language does.
 function parts(d, style) {
-  if (Intl.DurationFormat) return new Intl.DurationFormat(L.code, { style }).format(d);
+  if (Intl.DurationFormat) return intl('DurationFormat', { style }).format(d);
   return [['days', 'day'], ['hours', 'hour'], ['minutes', 'minute'], ['seconds', 'second']]
     .filter(([k]) => d[k]).map(([k, u]) => unit(d[k], u)).join(' ') || unit(0, 'second');
 }
@@ -103,6 +111,7 @@ async function setLanguage(code) {
   }
   if (lang.code === 'en') L.en = L.msgs;
   Object.assign(L, { code: lang.code, dir: lang.dir });
+  formatters.clear();
   document.documentElement.lang = lang.code;
   document.documentElement.dir = lang.dir;
   document.querySelectorAll('[data-i18n]').forEach(localize);
@@ -209,7 +218,7 @@ const duration = (s) => (s < 60 ? unit(s, 'second') : parts({ minutes: Math.floo
 // 1:02:03), in the language's digits.
 function timeLeft(s) {
   const d = { days: Math.floor(s / 86400), hours: Math.floor(s / 3600) % 24, minutes: Math.floor(s / 60) % 60, seconds: s % 60 };
-  if (Intl.DurationFormat) return new Intl.DurationFormat(L.code, { style: 'digital', hoursDisplay: d.days || d.hours ? 'always' : 'auto' }).format(d);
+  if (Intl.DurationFormat) return intl('DurationFormat', { style: 'digital', hoursDisplay: d.days || d.hours ? 'always' : 'auto' }).format(d);
   const two = (n) => nf({ minimumIntegerDigits: 2 }).format(n);
   const ms = `${d.days || d.hours ? two(d.minutes) : num(d.minutes)}:${two(d.seconds)}`;
   return d.days || d.hours ? `${d.days ? `${parts({ days: d.days }, 'short')} ` : ''}${num(d.hours)}:${ms}` : ms;
