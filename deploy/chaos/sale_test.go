@@ -215,7 +215,10 @@ func sleep(ctx context.Context, d time.Duration) {
 func (s *sale) run(ctx context.Context, perSec int) func() {
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(perSec))
+	// The starter is in the group, so wg.Wait never races its Adds.
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		defer tick.Stop()
 		for _, u := range s.people {
 			select {

@@ -90,8 +90,11 @@ func TestAdaptiveAdmissionFollowsASlowDatabase(t *testing.T) {
 	// admit throughout it; after it the FIXED queue is paused and the
 	// ADAPTIVE one admits on, for up to three minutes on a busy machine.
 	var faultAt, faultEnd atomic.Int64
+	// The watcher is one of the buyers' group: it adds each buyer while
+	// the group's count is above zero, so buyers.Wait below cannot race
+	// an Add (the race detector failed CI on that once).
 	var buyers sync.WaitGroup
-	go s.buy(ctx, &buyers, tallies, &faultAt, &faultEnd)
+	buyers.Go(func() { s.buy(ctx, &buyers, tallies, &faultAt, &faultEnd) })
 
 	rate := func() (float64, string) {
 		_, v := s.call(http.MethodGet, s.gateway.URL+"/admin/v1/queues/"+adaptive, "ops", "admin", "", nil)
