@@ -123,6 +123,7 @@ func browserBypass(t *testing.T, browser context.Context, q string) {
 		}
 		t.Logf("%s: the order form %s after Enter, Redis down", tb.name, time.Since(clicked).Round(time.Millisecond))
 		tb.shot("bypassed-order-form")
+		tb.audit("bypass")
 		return st
 	}
 	bypassed(buyer)

@@ -113,6 +113,7 @@ func browserLanguages(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("after choosing Arabic: %+v, %v; want ar, rtl, %q", l, st, ar["page.heading"])
 	}
 	tb.shot("arabic") // still no horizontal scroll, right to left
+	tb.audit("arabic-rtl")
 
 	// A reload keeps the choice over the browser's languages.
 	tb.navigate(s.gateway.URL + "/q/" + q)

@@ -288,6 +288,7 @@ func (tb *tab) signIn(user string) pageState {
 		tb.t.Fatalf("%s: suggested name %q, want guest-xxxx", tb.name, st.Name)
 	}
 	tb.shot("sign-in")
+	tb.audit("sign-in")
 	tb.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('name').value = ''`),
 		chromedp.SendKeys(chromedp.ID("name"), user),
 		chromedp.Click(chromedp.CSS("#dev-login button"), chromedp.NodeVisible))

@@ -258,6 +258,7 @@ func browserChallengeRefused(t *testing.T, s *browserSystem, browser context.Con
 			p["state"], st, sent.count(challenges), sent.count(solved), sent.count(enters))
 	}
 	tb.shot("refused-twice")
+	tb.audit("challenge-refused")
 	t.Logf("difficulty raised from 14 to %d bits along the way", bits)
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"net/http"
@@ -30,13 +31,13 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	began := time.Now()
 	browser := newBrowser(t)
 	id := testenv.ID(t)
-	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop"}
+	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop", ends: id + "-ends", keys: id + "-keys"}
 	// Two more queues, which no dispatcher serves: nobody is admitted there.
 	link, challenge, refused, langs := id+"-link", id+"-challenge", id+"-refused", id+"-lang"
 	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused, langs)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, link, challenge, refused, langs} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, link, challenge, refused, langs} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -51,8 +52,14 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("ChallengeRefused", func(t *testing.T) { browserChallengeRefused(t, sys.in(t), browser, refused) })
 	t.Run("ScheduledDrop", func(t *testing.T) { browserScheduledDrop(t, sys.in(t), browser, qs.drop) })
 	t.Run("Languages", func(t *testing.T) { browserLanguages(t, sys.in(t), browser, langs) })
+	t.Run("Ends", func(t *testing.T) { browserEnds(t, sys.in(t), browser, qs.ends, id+"-end") })
+	t.Run("Keyboard", func(t *testing.T) { browserKeyboard(t, sys.in(t), browser, qs.keys) })
 	// On a system of its own, whose private Redis it stops.
 	t.Run("Bypass", func(t *testing.T) { browserBypass(t, browser, id+"-bypass") })
+	// Every state the page has was audited, unless -run picked subtests.
+	if !strings.Contains(flag.Lookup("test.run").Value.String(), "/") {
+		checkAudited(t)
+	}
 	t.Logf("browser test took %s", time.Since(began).Round(time.Millisecond))
 }
 
@@ -97,6 +104,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 	tb.signIn(buyer)
 	tb.shot("signed-in")
 	reqs := tb.recordRequests()
+	tb.recordSaid()
 	tb.click("enter")
 
 	st := tb.waitFor("place 5 in a paused line", 10*time.Second, func(p pageState) bool {
@@ -107,6 +115,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("at place 5 of a paused line the page shows: %v", st)
 	}
 	tb.shot("place-5-paused")
+	tb.audit("waiting-paused")
 
 	var trail positionTrail
 	trail.add(st)
@@ -172,6 +181,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("the turn: status %q (%s)", st.Status, st.Kind)
 	}
 	t.Logf("places shown before the turn: %v; the turn came %s after the line first moved", trail, turnAt.Sub(moved).Round(time.Millisecond))
+	calmAnnouncements(t, tb, st.Status)
 	if countdown {
 		st = tb.waitFor("the countdown to the turn", 5*time.Second, func(p pageState) bool { return p.Shown["countdown"] || p.Shown["order-form"] })
 		if !st.Shown["countdown"] || !regexp.MustCompile(`^Your turn starts in [123] sec$`).MatchString(st.Countdown) {
@@ -197,6 +207,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("expiry countdown %q, want about 5 min", st.Expiry)
 	}
 	tb.shot("order-form")
+	tb.audit("order-form")
 
 	tb.do(chromedp.SetValue(chromedp.ID("quantity"), "2"))
 	tb.click("order")
@@ -205,6 +216,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("after ordering: %v", st)
 	}
 	tb.shot("confirmed")
+	tb.audit("confirmed")
 	code, order := s.call(http.MethodGet, s.order.URL+"/api/v1/orders/"+st.OrderID, buyer, "", nil)
 	if code != http.StatusOK || order["quantity"] != 2.0 || order["productId"] != "tee" || order["queueId"] != q || order["status"] != "CREATED" {
 		t.Fatalf("GET order %s as %s: %d %v", st.OrderID, buyer, code, order)
@@ -221,6 +233,7 @@ func browserHappyPath(t *testing.T, s *browserSystem, browser context.Context, q
 		t.Fatalf("reloaded after ordering: %v", st)
 	}
 	tb.shot("reloaded")
+	tb.audit("already-ordered")
 }
 
 // A line of one that holds one person: entering says it is full and when to
@@ -241,6 +254,7 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 	// Gone from the address bar at once; stored only when confirmed.
 	tb.do(chromedp.Evaluate[chromedp.Void](`if (location.hash !== '' || localStorage.token !== undefined) throw new Error('hash ' + location.hash)`))
 	tb.shot("sign-in-question")
+	tb.audit("link-question")
 	tb.click("use-link")
 	st = tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool { return p.Shown["enter"] && !p.EnterDisabled })
 	if st.Shown["identity"] || st.Shown["switch"] || st.Status != "You are not in line yet." {
@@ -259,6 +273,7 @@ func browserQueueFull(t *testing.T, s *browserSystem, browser context.Context, q
 	}
 	t.Logf("line full: %q", st.Status)
 	tb.shot("queue-full")
+	tb.audit("line-full")
 }
 
 // A 2 s pass that is not used expires; Enter again puts the buyer back in line.
@@ -282,6 +297,7 @@ func browserExpired(t *testing.T, s *browserSystem, browser context.Context, q s
 	}
 	t.Logf("expired %s after the turn was shown: %q", time.Since(turnAt).Round(time.Millisecond), st.Status)
 	tb.shot("expired")
+	tb.audit("expired")
 
 	// Pause the line, so that the new place holds still to be read.
 	s.queue(q, map[string]any{"state": "PAUSED"})
@@ -337,6 +353,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 	}
 	t.Logf("database cut: %q", st.Status)
 	tb.shot("order-failed")
+	tb.audit("order-failed")
 	s.db.Restore()
 	cut = false
 	failedAt := time.Now()
@@ -348,6 +365,7 @@ func browserPollingFallback(t *testing.T, s *browserSystem, browser context.Cont
 	}
 	t.Logf("the pass came back and the form was enabled %s after the database returned", time.Since(failedAt).Round(time.Millisecond))
 	tb.shot("token-given-back")
+	tb.audit("pass-given-back")
 	tb.click("order")
 	st = tb.waitFor("the order confirmation", 15*time.Second, func(p pageState) bool { return p.Shown["result"] && p.OrderID != "" })
 	if code, order := s.call(http.MethodGet, s.order.URL+"/api/v1/orders/"+st.OrderID, buyer, "", nil); code != http.StatusOK || order["quantity"] != 1.0 {
@@ -389,7 +407,7 @@ func browserScheduledDrop(t *testing.T, s *browserSystem, browser context.Contex
 	// the checks before it (three enters, a reload, two readings of every
 	// countdown) end before it on a busy machine too, where each takes
 	// seconds.
-	const lead = 20 * time.Second
+	const lead = 30 * time.Second
 	startsAt := time.Now().Add(lead).Truncate(time.Second)
 	s.queue(q, map[string]any{"startsAt": startsAt.UTC().Format(time.RFC3339)})
 	t.Logf("the sale starts at %s, in %s", startsAt.Format(time.RFC3339), time.Until(startsAt).Round(time.Millisecond))
@@ -429,6 +447,7 @@ func browserScheduledDrop(t *testing.T, s *browserSystem, browser context.Contex
 	}
 	countdownNear(t, tabs[0].name, st, startsAt)
 	tabs[0].shot("pre-queue")
+	tabs[0].audit("pre-queue")
 
 	// The countdown runs on each page by itself.
 	first := make([]int, len(tabs))
@@ -486,6 +505,7 @@ func browserScheduledDrop(t *testing.T, s *browserSystem, browser context.Contex
 		taken[place] = true
 		places[early[i]] = place
 		tb.shot(fmt.Sprintf("drawn-place-%d", place))
+		tb.audit("drawn-place")
 	}
 	t.Logf("drawn places %v, all shown %s after the start", places, time.Since(startsAt).Round(time.Millisecond))
 	drawnInOrder(t, s, q, early, places)

@@ -2,7 +2,9 @@
 # Make sure the local Redis, RabbitMQ and PostgreSQL answer: start each one that
 # is installed and stopped, after checking the tools deploy/local/run.sh uses
 # (curl, jq, psql). With --tests, also what the tests use: Debian's Chromium
-# (the browser test) and iproute2 (the partition drills); with --bench, what
+# (the browser test), npm with the page audit's pinned axe-core
+# (deploy/e2e/a11y, npm ci from its lock) and iproute2 (the partition
+# drills); with --bench, what
 # make bench drives the load with (wrk). With --install,
 # apt-get installs what is missing (as root, or through sudo); without it,
 # or where apt-get cannot, each missing piece is named with its package and
@@ -78,6 +80,7 @@ need jq jq || missing=1
 if $tests; then
   need chromium chromium || missing=1
   need ip iproute2 || missing=1
+  need npm npm || missing=1
 fi
 if $bench; then
   need wrk wrk || missing=1
@@ -115,3 +118,14 @@ if ! answers "$AMQP_PORT"; then
   sudo_ rabbitmq-server -detached >/dev/null 2>&1 || true
 fi
 wait_for rabbitmq 90 answers "$AMQP_PORT"
+
+# The browser test's accessibility audit: axe-core as its lock pins it.
+if $tests; then
+  a11y=$(cd "$(dirname "$0")/../e2e/a11y" && pwd)
+  if [[ ! $a11y/node_modules/.package-lock.json -nt $a11y/package-lock.json ]]; then
+    echo "a11y: npm ci (axe-core) in $a11y"
+    (cd "$a11y" && npm ci --no-audit --no-fund --silent) || {
+      echo "a11y: npm ci failed in $a11y: the browser test's audit needs axe-core from the npm registry" >&2; exit 1
+    }
+  fi
+fi

@@ -125,6 +125,12 @@ func (k Keys) PreQueue() string { return k.prefix + "prequeue" }
 // last one given (next), when it started and was drawn.
 func (k Keys) Draw() string { return k.prefix + "draw" }
 
+// Texts is the queue's own wording of the waiting page (hash: language ->
+// a JSON object of message key to message), set through the admin API.
+func (k Keys) Texts() string { return k.prefix + "texts" }
+
+func (k Keys) textsKeys() []string { return []string{k.Config(), k.Texts()} }
+
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
 

@@ -45,6 +45,7 @@ var (
 	frontierScript = script("frontier")
 	touchScript    = script("touch")
 	presenceScript = script("presence")
+	textsScript    = script("texts")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
@@ -54,7 +55,7 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs.
-var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript}
+var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript, textsScript}
 
 // NotificationScripts are the scripts the notification-service runs: it
 // reads positions and frontiers, and records the sightings of open event

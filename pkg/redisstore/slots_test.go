@@ -64,6 +64,7 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"settle":   k.settleKeys(u),
 				"restore":  k.restoreKeys(u),
 				"draw":     k.drawKeys(),
+				"texts":    k.textsKeys(),
 				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Spent(u), k.Dispatch(), k.Lock(), k.Outbox(), k.PreQueue(), k.Draw(), k.Left()},
 			}
 			for name, keys := range sets {

@@ -176,7 +176,7 @@ if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCAR
     and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
     prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces', prefix .. 'entered', prefix .. 'seen', prefix .. 'away',
-    prefix .. 'skipped')
+    prefix .. 'skipped', prefix .. 'texts')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)

@@ -90,6 +90,8 @@ type Service struct {
 	sightings Sightings
 
 	public *publicViews
+	// texts, when set, keeps the queues' own wordings of the page (texts.go).
+	texts *textsCache
 }
 
 // WithTickets makes s hand out queue tickets (signed by tickets) with every

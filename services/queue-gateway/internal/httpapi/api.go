@@ -91,6 +91,11 @@ func New(o Options) (http.Handler, error) {
 		if err != nil {
 			return nil, err
 		}
+		texts := textsRoutes{h: h, page: page}
+		api.GET("/queues/:queueId/texts/:lang", lim.public, texts.forPage)
+		admin.GET("/queues/:queueId/texts", texts.list)
+		admin.PUT("/queues/:queueId/texts/:lang", texts.put)
+		admin.DELETE("/queues/:queueId/texts/:lang", texts.remove)
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
 			e.Handle(m, "/", gin.WrapF(page.Page))
 			e.Handle(m, "/q/:queueId", h.queuePage(page))

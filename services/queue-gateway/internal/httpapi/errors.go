@@ -45,6 +45,7 @@ var problems = httpserver.NewProblems(
 	httpserver.Is(queue.ErrShardsFixed, problem.New(http.StatusConflict, problem.TypeShardsFixed,
 		"this queue has people in it (waiting, pre-queued, holding a token or ordering): its shards can change only once it is empty")),
 	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
+	httpserver.Is(app.ErrNoWordings, problem.New(http.StatusNotFound, problem.TypeNotFound, "this gateway serves no page, so keeps no wording")),
 	httpserver.Is(queue.ErrClosed, problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")),
 	httpserver.IsFunc(queue.ErrFull, func(*gin.Context) *problem.Problem {
 		// Not a retry storm: the hint is long, and jittered.

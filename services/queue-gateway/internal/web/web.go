@@ -107,6 +107,10 @@ type Handler struct {
 	config  []byte
 	assets  map[string]asset
 	headers map[string]string
+	// en is the English messages, and codes the languages the page
+	// speaks: what a queue's own wording is checked against (CheckTexts).
+	en    map[string]message
+	codes map[string]bool
 }
 
 // Cache lifetimes. Asset URLs carry a content hash (?v=), so a versioned URL
@@ -153,6 +157,11 @@ func New(cfg Config) (*Handler, error) {
 	langs, err := h.languages()
 	if err != nil {
 		return nil, err
+	}
+	h.en, _ = messagesOf(h.assets["i18n/en.json"].body)
+	h.codes = map[string]bool{}
+	for _, l := range langs {
+		h.codes[l.Code] = true
 	}
 	h.config, err = json.Marshal(struct {
 		OrderServiceURL        string     `json:"orderServiceUrl"`

@@ -71,7 +71,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	// once a second in one call a line.
 	sightings := presence.New(store, presence.NewMetrics(b.Registry))
 	b.Group.Go("presence", sightings.Run)
-	svc.WithTickets(tickets, frontiers).WithPasses(passes).WithPresence(sightings)
+	svc.WithTickets(tickets, frontiers).WithPasses(passes).WithPresence(sightings).WithWordings(store)
 	RegisterQueueLengths(b.Registry, svc, log)
 	page := cfg.page()
 	var local httpapi.Limits

@@ -110,6 +110,12 @@ async function setLanguage(code) {
     await sleep(NETWORK_RETRY_MS);
   }
   if (lang.code === 'en') L.en = L.msgs;
+  // The shop's own wording of this sale, over the page's (none, or the
+  // gateway unreachable: the page's).
+  if (QUEUE_ID.test(S.queue)) {
+    const own = await api(`${gw('texts')}/${lang.code}`).catch(() => ({ status: 0 }));
+    if (own.status === 200) L.msgs = { ...L.msgs, ...own.body };
+  }
   Object.assign(L, { code: lang.code, dir: lang.dir });
   formatters.clear();
   document.documentElement.lang = lang.code;
@@ -150,9 +156,9 @@ const seconds = (ms) => unit(Math.max(1, Math.ceil(ms / 1000)), 'second');
 const gw = (what) => `/api/v1/queues/${encodeURIComponent(S.queue)}/${what}`;
 const bearer = () => ({ Authorization: `Bearer ${S.jwt}` });
 
-// say writes message key to the live region; the same text is not
-// announced twice. Its vars may hold [key, vars] pairs, messages of their
-// own (said in the same language).
+// say writes message key to the status line, and through announce to a
+// screen reader; the same text is not written twice. Its vars may hold
+// [key, vars] pairs, messages of their own (said in the same language).
 function say(kind, key, vars = {}) {
   L.said = [kind, key, vars];
   sayAgain();
@@ -166,6 +172,36 @@ function sayAgain() {
   $('status').dataset.kind = kind;
   $('status-icon').textContent = ICONS[kind];
   $('status-text').textContent = text;
+  announce(key, text);
+  rescueFocus();
+}
+
+// announce is what a screen reader hears of the status line: each news
+// once, politely, but the place in line at most every PLACE_SAY_MS (it
+// may change every second), and the turn at once, as an alert.
+const PLACE_SAY_MS = 30000;
+const PLACE_KEYS = new Set(['line.waitingSay', 'line.pausedSay']);
+function announce(key, text) {
+  if (PLACE_KEYS.has(key)) {
+    if (L.placeKey === key && Date.now() - L.placeSaidAt < PLACE_SAY_MS) return;
+    Object.assign(L, { placeKey: key, placeSaidAt: Date.now() });
+  } else {
+    L.placeKey = '';
+  }
+  $(key === 'turn.say' ? 'say-now' : 'say').textContent = text;
+}
+
+// rescueFocus: when the control that had the keyboard focus is hidden by
+// a change of state (Enter once pressed, the order form once sent), the
+// focus goes to the heading of the part of the page that is shown now,
+// instead of being lost at the top of the document.
+let lastFocus = null;
+document.addEventListener('focusin', (e) => { lastFocus = e.target; });
+function rescueFocus() {
+  if (document.activeElement !== document.body && document.activeElement?.checkVisibility()) return;
+  if (!lastFocus || lastFocus.checkVisibility()) return;
+  const heading = ['turn-h', 'result-h', 'line-h', 'switch-h', 'identity-h'].map($).find((h) => h.checkVisibility());
+  heading?.focus();
 }
 
 function randomHex(bytes) {
