@@ -114,7 +114,7 @@ func newHarness(t testing.TB, opts ...harnessOption) *harness {
 	fdone := make(chan struct{})
 	go func() { defer close(fdone); _ = h.frontiers.Run(fctx) }()
 	t.Cleanup(func() { stop(); <-fdone })
-	o.Service.WithTickets(tickets, h.frontiers)
+	o.Service.WithTickets(tickets, h.frontiers).WithWordings(h.store)
 	wire.RegisterQueueLengths(o.Registry, o.Service, o.Log)
 	h.reg = o.Registry
 	o.Health = httpserver.NewHealth(map[string]httpserver.Check{"redis": h.store.Ping})
