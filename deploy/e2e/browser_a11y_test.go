@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -79,16 +80,9 @@ func (tb *tab) audit(state string) {
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, 60*time.Second)
 	defer cancel()
-	tags, _ := json.Marshal(auditTags)
 	run := func(where string) {
 		tb.t.Helper()
-		// A reload or a navigation drops axe: inject it where it is missing.
-		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`)); err == nil && !ok {
-			if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](src+";0")); err != nil {
-				tb.t.Fatalf("%s: load axe-core: %v", tb.name, err)
-			}
-		}
-		found, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(auditRun, tags), chromedp.EvalAwaitPromise))
+		found, err := tb.axe(ctx, src)
 		if err != nil {
 			tb.t.Fatalf("%s: axe at %s in state %s: %v", tb.name, where, state, err)
 		}
@@ -113,6 +107,45 @@ func (tb *tab) audit(state string) {
 	tb.colorScheme("")
 	tb.do(chromedp.EmulateViewport(phoneWidth, phoneHeight, chromedp.EmulateMobile, chromedp.EmulatePortrait))
 	tb.t.Logf("%s: state %s audited (axe-core, %s): at %d sizes and dark", tb.name, state, strings.Join(auditTags, " "), len(auditSizes))
+}
+
+// axe runs axe-core (src) in the tab's page and answers its violations.
+func (tb *tab) axe(ctx context.Context, src string) ([]string, error) {
+	// A reload or a navigation drops axe: inject it where it is missing.
+	if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`typeof axe === 'object'`)); err == nil && !ok {
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](src+";0")); err != nil {
+			return nil, fmt.Errorf("load axe-core: %w", err)
+		}
+	}
+	tags, _ := json.Marshal(auditTags)
+	return chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(auditRun, tags), chromedp.EvalAwaitPromise))
+}
+
+// browserAuditCanFail: the audit finds what it is there to find, on a
+// page made to break three rules (no lang, an image without alt text, a
+// button without a name), so that its silence on the waiting page means
+// something.
+func browserAuditCanFail(t *testing.T, browser context.Context) {
+	src, err := axeSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := openTab(t, browser, "broken", "data:text/html,<!doctype html><title>x</title><main><h1>x</h1><img src='data:,'><button></button></main>")
+	ctx, cancel := context.WithTimeout(tb.ctx, 60*time.Second)
+	defer cancel()
+	found, err := tb.axe(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, v := range found {
+		rules = append(rules, strings.Fields(v)[0])
+	}
+	slices.Sort(rules)
+	if want := []string{"button-name", "html-has-lang", "image-alt"}; !slices.Equal(rules, want) {
+		t.Fatalf("axe-core on a page broken three ways found %v, want %v:\n%s", rules, want, strings.Join(found, "\n"))
+	}
+	t.Logf("the audit finds %v on a page broken to show it", rules)
 }
 
 // colorScheme emulates prefers-color-scheme (light, dark; empty: the

@@ -79,7 +79,7 @@ func browserEnds(t *testing.T, s *browserSystem, browser context.Context, served
 		t.Fatal(err)
 	}
 	tb = openTab(t, browser, "abandoned", s.gateway.URL+"/q/"+abandoned)
-	tb.signIn(gone)
+	tb.signInOnly(gone)
 	st = tb.waitFor("the abandoned message", 10*time.Second, func(p pageState) bool { return p.Shown["enter-again"] })
 	if !strings.HasPrefix(st.Status, "Your place was given up") || st.Kind != "warn" || st.Shown["figures"] {
 		t.Fatalf("abandoned: %v", st)

@@ -170,7 +170,7 @@ const placeSayMs = 30000
 func calmAnnouncements(t *testing.T, tb *tab, turn string) {
 	t.Helper()
 	var all []said
-	if err := json.Unmarshal(eval[[]byte](tb, `JSON.stringify(window.said)`), &all); err != nil {
+	if err := json.Unmarshal(eval[[]byte](tb, `window.said`), &all); err != nil {
 		t.Fatal(err)
 	}
 	place := func(s said) bool {

@@ -283,6 +283,15 @@ func (tb *tab) click(id string) {
 // suggested one, and waits for the Enter button.
 func (tb *tab) signIn(user string) pageState {
 	tb.t.Helper()
+	tb.signInOnly(user)
+	return tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool {
+		return p.Shown["enter"] && !p.EnterDisabled && !p.Shown["identity"]
+	})
+}
+
+// signInOnly is signIn without waiting for what the page shows next.
+func (tb *tab) signInOnly(user string) {
+	tb.t.Helper()
 	st := tb.waitFor("the sign-in form", 15*time.Second, func(p pageState) bool { return p.Shown["dev-login"] })
 	if !strings.HasPrefix(st.Name, "guest-") || len(st.Name) != len("guest-")+4 {
 		tb.t.Fatalf("%s: suggested name %q, want guest-xxxx", tb.name, st.Name)
@@ -292,9 +301,6 @@ func (tb *tab) signIn(user string) pageState {
 	tb.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('name').value = ''`),
 		chromedp.SendKeys(chromedp.ID("name"), user),
 		chromedp.Click(chromedp.CSS("#dev-login button"), chromedp.NodeVisible))
-	return tb.waitFor("the Enter button", 10*time.Second, func(p pageState) bool {
-		return p.Shown["enter"] && !p.EnterDisabled && !p.Shown["identity"]
-	})
 }
 
 // shot saves a screenshot as <dir>/<tab>-<nn>-<step>.png, logs its path, and

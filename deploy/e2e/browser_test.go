@@ -43,6 +43,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	})
 	t.Logf("services and browser up in %s", time.Since(began).Round(time.Millisecond))
 
+	t.Run("AuditCanFail", func(t *testing.T) { browserAuditCanFail(t, browser) })
 	t.Run("HappyPath", func(t *testing.T) { browserHappyPath(t, sys.in(t), browser, qs.happy) })
 	t.Run("QueueFull", func(t *testing.T) { browserQueueFull(t, sys.in(t), browser, qs.full) })
 	t.Run("Expired", func(t *testing.T) { browserExpired(t, sys.in(t), browser, qs.expired) })
