@@ -186,3 +186,20 @@ func textWithSlots(n *html.Node) string {
 	}
 	return b.String()
 }
+
+// TestThePageWritesMessagesAsText: app.js never turns a string into markup
+// (innerHTML, outerHTML, insertAdjacentHTML, document.write): a message,
+// the shop's own wording among them, is always text.
+func TestThePageWritesMessagesAsText(t *testing.T) {
+	js, err := os.ReadFile("static/app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	markup := regexp.MustCompile(`\b(innerHTML|outerHTML|insertAdjacentHTML|document\.write|DOMParser|createContextualFragment)\b`)
+	if m := markup.FindAllString(string(js), -1); len(m) != 0 {
+		t.Fatalf("app.js makes markup from strings: %v", m)
+	}
+	if n := strings.Count(string(js), ".textContent ="); n < 10 {
+		t.Fatalf("app.js sets textContent %d times: is the page still written as text?", n)
+	}
+}
