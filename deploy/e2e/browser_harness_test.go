@@ -29,11 +29,11 @@ type browserSystem struct {
 }
 
 // browserQueues are the queues of one run; the dispatcher serves all but full.
-type browserQueues struct{ happy, full, expired, polling, drop, ends, keys string }
+type browserQueues struct{ happy, full, expired, polling, drop, ends, keys, other string }
 
 func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	t.Helper()
-	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys)
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other)
 	ver, err := auth.NewVerifier(auth.DevSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 		"CORS_ALLOWED_ORIGINS": origins, "SSE_POSITION_INTERVAL": "300ms",
 	}))
 	s.dispatcher = startOn(t, "admission-dispatcher", testenv.FreePort(t), with(map[string]string{
-		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys}, ","),
+		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other}, ","),
 	}))
 	gw := func(port, notifyPort int) map[string]string {
 		return with(map[string]string{

@@ -6,6 +6,7 @@ package web
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -99,11 +100,13 @@ type asset struct {
 	ctype string
 	etag  string
 	hash  string // short content hash, the ?v= of its URL
+	gz    []byte // body gzipped once at start, for clients that take it
 }
 
 // Handler serves the page, its assets and its configuration.
 type Handler struct {
 	index   []byte
+	indexGz []byte
 	config  []byte
 	assets  map[string]asset
 	headers map[string]string
@@ -139,7 +142,7 @@ func New(cfg Config) (*Handler, error) {
 		}
 		sum := sha256.Sum256(b)
 		hash := hex.EncodeToString(sum[:])[:12]
-		h.assets[strings.TrimPrefix(p, "static/")] = asset{body: b, ctype: contentType(p), etag: `"` + hash + `"`, hash: hash}
+		h.assets[strings.TrimPrefix(p, "static/")] = asset{body: b, ctype: contentType(p), etag: `"` + hash + `"`, hash: hash, gz: gzipped(b)}
 		return nil
 	})
 	if err != nil {
@@ -153,7 +156,7 @@ func New(cfg Config) (*Handler, error) {
 	for name, a := range h.assets {
 		index = bytes.ReplaceAll(index, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
 	}
-	h.index = index
+	h.index, h.indexGz = index, gzipped(index)
 	langs, err := h.languages()
 	if err != nil {
 		return nil, err
@@ -348,10 +351,37 @@ func (h *Handler) Page(w http.ResponseWriter, r *http.Request) {
 	h.secure(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	body := h.index
+	if takesGzip(w, r) {
+		body = h.indexGz
+	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		_, _ = w.Write(h.index)
+		_, _ = w.Write(body)
 	}
+}
+
+// gzipped is b compressed at the best level (once, at start).
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}
+
+// takesGzip reports whether r accepts a gzipped body, and if so marks the
+// response as one; either way the answer varies by Accept-Encoding.
+func takesGzip(w http.ResponseWriter, r *http.Request) bool {
+	w.Header().Add("Vary", "Accept-Encoding")
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if strings.EqualFold(strings.TrimSpace(coding), "gzip") && strings.ReplaceAll(q, " ", "") != "q=0" {
+			w.Header().Set("Content-Encoding", "gzip")
+			return true
+		}
+	}
+	return false
 }
 
 // Config serves /config.json.
@@ -375,12 +405,16 @@ func (h *Handler) Static(w http.ResponseWriter, r *http.Request) {
 	}
 	h.secure(w)
 	w.Header().Set("Content-Type", a.ctype)
-	w.Header().Set("ETag", a.etag)
 	if r.URL.Query().Get("v") == a.hash {
 		w.Header().Set("Cache-Control", immutableCache)
 	} else {
 		w.Header().Set("Cache-Control", briefCache)
 	}
+	body, etag := a.body, a.etag
+	if takesGzip(w, r) {
+		body, etag = a.gz, strings.TrimSuffix(a.etag, `"`)+`-gz"`
+	}
+	w.Header().Set("ETag", etag)
 	// ServeContent answers If-None-Match with 304 and handles HEAD and ranges.
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(a.body))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 }

@@ -1,7 +1,11 @@
 package web
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -133,4 +137,78 @@ func TestStaticAssetsAreVersionedAndCached(t *testing.T) {
 	if rec := get(t, h.Static, "/static/../web.go"); rec.Code != http.StatusNotFound {
 		t.Fatalf("path escape: %d, want 404", rec.Code)
 	}
+}
+
+// TestThePageFirstLoadIsSmall: what a browser fetches on a first load (the
+// document, its style sheet and script, /config.json, the English
+// messages), gzipped as the page's clients take it, stays within 32 KiB,
+// each gzipped body the same bytes as the plain one, and nothing else is
+// fetched from anywhere else (the CSP allows no other host for scripts,
+// styles or images).
+func TestThePageFirstLoadIsSmall(t *testing.T) {
+	h, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(serve http.HandlerFunc, path string, gz bool) *httptest.ResponseRecorder {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		if gz {
+			r.Header.Set("Accept-Encoding", "br, gzip;q=0.9")
+		}
+		w := httptest.NewRecorder()
+		serve(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, w.Code)
+		}
+		return w
+	}
+	index := get(h.Page, "/", false).Body.String()
+	paths := regexp.MustCompile(`"(/static/[a-z.]+\?v=[0-9a-f]+)"`).FindAllStringSubmatch(index, -1)
+	var enURL string
+	var cfg struct {
+		Languages []Language `json:"languages"`
+	}
+	if err := json.Unmarshal(get(h.Config, "/config.json", false).Body.Bytes(), &cfg); err != nil || cfg.Languages[0].Code != "en" {
+		t.Fatalf("config.json: %v %v", cfg, err)
+	}
+	enURL = cfg.Languages[0].URL
+	total, plain := 0, 0
+	report := []string{}
+	for _, p := range append([]string{"/", enURL}, func() []string {
+		var out []string
+		for _, m := range paths {
+			if !strings.Contains(m[1], "pow-worker") { // fetched only by a queue that asks for proof of work
+				out = append(out, m[1])
+			}
+		}
+		return out
+	}()...) {
+		serve := h.Static
+		if p == "/" {
+			serve = h.Page
+		}
+		z := get(serve, p, true)
+		raw := get(serve, p, false)
+		if z.Header().Get("Content-Encoding") != "gzip" || raw.Header().Get("Content-Encoding") != "" || !strings.Contains(z.Header().Get("Vary"), "Accept-Encoding") {
+			t.Fatalf("%s: encodings %q / %q, Vary %q", p, z.Header().Get("Content-Encoding"), raw.Header().Get("Content-Encoding"), z.Header().Get("Vary"))
+		}
+		n := z.Body.Len()
+		zr, err := gzip.NewReader(z.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unz, _ := io.ReadAll(zr)
+		if !bytes.Equal(unz, raw.Body.Bytes()) {
+			t.Fatalf("%s: the gzipped body is not the plain one", p)
+		}
+		total += n
+		plain += raw.Body.Len()
+		report = append(report, fmt.Sprintf("%s %d", strings.SplitN(p, "?", 2)[0], n))
+	}
+	total += len(get(h.Config, "/config.json", true).Body.Bytes())
+	if len(report) != 4 || total > 32<<10 || total*2 > plain {
+		t.Fatalf("first load: %d files, %d bytes gzipped (%v): want 4 files and config.json within 32 KiB", len(report), total, report)
+	}
+	t.Logf("first load: %d bytes gzipped (%d plain), with /config.json: %v", total, plain, report)
 }

@@ -564,6 +564,7 @@ function waiting(s) {
   sessionStorage.setItem(key, S.firstPosition);
   show('enter enter-again', false);
   show('figures', true);
+  offerAlerts();
   S.standing = s;
   showFigures();
   const paused = s.queueState === 'PAUSED';
@@ -605,6 +606,7 @@ function preQueued(s) {
   S.phase = 'prequeued';
   show('enter enter-again figures', false);
   show('prequeue', true);
+  offerAlerts();
   S.standing = s;
   showStart();
   if (S.start) clearInterval(S.start.timer);
@@ -789,6 +791,7 @@ function admitted(s) {
     say(...note);
     loadProducts();
   }
+  if (first) turnElsewhere();
   S.clock = setInterval(tick, 250);
   tick();
 }
@@ -953,7 +956,7 @@ function done(kind, key, vars) {
 function expired() {
   stopAll();
   Object.assign(S, { phase: 'expired', pass: null });
-  show('turn figures enter prequeue', false);
+  show('turn figures enter prequeue alerts', false);
   show('line enter-again', true);
   say('warn', 'end.expired');
 }
@@ -961,9 +964,80 @@ function expired() {
 function abandoned() {
   stopAll();
   Object.assign(S, { phase: 'expired', pass: null });
-  show('turn figures enter prequeue', false);
+  show('turn figures enter prequeue alerts', false);
   show('line enter-again', true);
   say('warn', 'end.abandoned');
+}
+
+// ---- "your turn" in another tab ----
+
+// While the person waits, the page offers two ways to hear of the turn
+// when it is not in view: a chime (Web Audio, no file; the choice kept in
+// localStorage.sound) and a system notification, which the browser is
+// asked for only on a click. At the turn a page out of view also puts
+// the turn in its title, until it is seen.
+let audio = null;
+
+function offerAlerts() {
+  show('alerts', true);
+  $('alert-sound').checked = localStorage.sound === 'on';
+  const can = 'Notification' in window;
+  show('alert-notify', can && Notification.permission === 'default');
+  notifyNote();
+}
+
+function notifyNote() {
+  const p = 'Notification' in window ? Notification.permission : 'default';
+  if (p !== 'default') put('alert-note', p === 'granted' ? 'alert.notifyOn' : 'alert.notifyBlocked');
+  show('alert-note', p !== 'default');
+}
+
+function soundChosen() {
+  const on = $('alert-sound').checked;
+  localStorage.sound = on ? 'on' : 'off';
+  if (on) chime(); // a browser lets a page make sound once a click started it: the sample does
+}
+
+async function askToNotify() {
+  await Notification.requestPermission();
+  show('alert-notify', Notification.permission === 'default');
+  notifyNote();
+}
+
+// chime plays two short soft tones.
+function chime() {
+  try {
+    audio = audio || new AudioContext();
+    const at = audio.currentTime;
+    [660, 880].forEach((hz, i) => {
+      const o = audio.createOscillator();
+      const g = audio.createGain();
+      const t0 = at + i * 0.18;
+      o.frequency.value = hz;
+      g.gain.setValueAtTime(0.0001, t0);
+      g.gain.exponentialRampToValueAtTime(0.2, t0 + 0.02);
+      g.gain.exponentialRampToValueAtTime(0.0001, t0 + 0.3);
+      o.connect(g).connect(audio.destination);
+      o.start(t0);
+      o.stop(t0 + 0.32);
+    });
+  } catch { /* no sound here: the page still says it */ }
+}
+
+function turnElsewhere() {
+  if (localStorage.sound === 'on') chime();
+  if (!document.hidden) return;
+  document.title = `✓ ${t('turn.heading')} – ${t('page.title')}`;
+  if ('Notification' in window && Notification.permission === 'granted') {
+    try {
+      const n = new Notification(t('turn.heading'), { body: t('turn.say'), tag: `turn:${S.queue}`, lang: L.code, dir: L.dir });
+      n.onclick = () => { window.focus(); n.close(); };
+    } catch { /* a browser that shows notifications only from a service worker: the title and the chime still tell */ }
+  }
+}
+
+function seenAgain() {
+  if (!document.hidden) localize(document.querySelector('title'));
 }
 
 // ---- start ----
@@ -992,6 +1066,9 @@ async function main() {
   $('order-form').addEventListener('submit', placeOrder);
   $('use-link').addEventListener('click', useLink);
   $('keep-identity').addEventListener('click', keepIdentity);
+  $('alert-sound').addEventListener('change', soundChosen);
+  $('alert-notify').addEventListener('click', askToNotify);
+  document.addEventListener('visibilitychange', seenAgain);
   window.addEventListener('hashchange', linkFollowed);
   const jwt = linkToken();
   if (jwt && jwt !== localStorage.token && offerLink(jwt, false)) return;
