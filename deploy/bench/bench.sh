@@ -462,7 +462,10 @@ replicated_lines=$(grep -E '^Benchmark(Enter|Admit)Replicated' "$W/replicated.tx
 # ---------------------------------------------------------------- 8. adaptive admission drill
 say "adaptive vs fixed admission under a slow database: TestAdaptiveAdmissionFollowsASlowDatabase"
 (cd deploy/e2e && go test -count=1 -run 'TestAdaptiveAdmissionFollowsASlowDatabase$' -v . >"$W/adaptive.txt" 2>&1) || true
-adaptive_fig=$(grep -oE '(ADAPTIVE|FIXED): from the fault on.*' "$W/adaptive.txt" | sed 's/from the fault on, //' | paste -sd ';' -)
+adaptive_fig=$(grep -oE '(ADAPTIVE|FIXED): of the people admitted during the fault.*' "$W/adaptive.txt" | sed 's/of the people admitted during the fault, //' | paste -sd ';' -)
+
+say "the waiting page's first load: make lighthouse"
+lighthouse=$(OUT="$W/lighthouse" deploy/bench/lighthouse.sh 2>&1 | grep '^lighthouse (' | sed 's/; report .*//') || true
 adaptive_times=$(grep -oE 'below half in .*' "$W/adaptive.txt" | head -1)
 
 # ---------------------------------------------------------------- write BENCHMARKS.md
@@ -504,6 +507,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | enters into one queue on a 3-master cluster (64 callers; BenchmarkShardedEnter) | shards = 1: ${sh1_eps}/s, busiest master ${sh1_busy} µs of CPU an enter; shards = 3: ${sh3_eps}/s, busiest master ${sh3_busy} µs an enter | all masters: ${sh1_cpu} / ${sh3_cpu} µs an enter | $(ratio "$sh1_busy" "$sh3_busy") x less on the busiest master |
 | acknowledged once one replica holds it (WAIT; BenchmarkEnterReplicated, BenchmarkAdmitReplicated; target >= 0.8 of not waiting) | enters: ${re1}/s waiting, ${re0}/s not; admissions: ${ra1}/s waiting, ${ra0}/s not | | enters $(ratio "$re1" "$re0"), admissions $(ratio "$ra1" "$ra0") of not waiting |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
+| the waiting page's first load, Lighthouse 13.5.0 in Debian's Chromium (make lighthouse; targets: accessibility 100, performance 95) | ${lighthouse:-not measured} | | |
 
 ## 1. Gateway against its ceilings
 
