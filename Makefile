@@ -34,7 +34,7 @@ test: vet ## install and start what the tests need (local servers, Chromium), ve
 	  if [ -n "$$pkgs" ]; then echo "$(GO) test -count=1 -run DoesNotAllocate $$pkgs"; $(GO) test -count=1 -run DoesNotAllocate $$pkgs; fi
 
 screenshots: ## draw the waiting page (a person third in line) in English, German, Japanese and Arabic at 1280 and 320 px into screenshots/ (not committed)
-	@deploy/local/services-up.sh --install --tests
+	@deploy/local/services-up.sh --install --tests --fonts
 	E2E_PAGE_SHOTS=$(CURDIR)/screenshots $(GO) test -count=1 -run 'TestBrowserWaitingRoom/Screenshots' ./deploy/e2e
 	@ls -1 screenshots/waiting-*.png
 

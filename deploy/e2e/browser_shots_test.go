@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,6 +15,9 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
 // pageShots are the languages and widths `make screenshots` draws the
@@ -24,7 +28,7 @@ var (
 )
 
 // browserScreenshots draws the page of a person waiting third in a paused
-// line in each of shotLangs at each of shotWidths, the whole page, into
+// line (one line a language) in each of shotLangs at each of shotWidths, the whole page, into
 // E2E_PAGE_SHOTS (make screenshots: ./screenshots) or a temporary folder;
 // each is a PNG of the width asked for. Every request of those pages goes
 // to the services' own origins: the page loads nothing from anyone else.
@@ -35,9 +39,6 @@ func browserScreenshots(t *testing.T, s *browserSystem, b context.Context, q str
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s.queue(q, map[string]any{"state": "PAUSED", "admissionRatePerSec": 3})
-	s.enter(q, "first-in-line")
-	s.enter(q, "second-in-line")
 	own := map[string]bool{}
 	for _, svc := range []string{s.gateway.URL, s.order.URL, s.notify.URL} {
 		u, _ := url.Parse(svc)
@@ -45,6 +46,13 @@ func browserScreenshots(t *testing.T, s *browserSystem, b context.Context, q str
 	}
 	var written []string
 	for _, lang := range shotLangs {
+		// A line of its own, two people ahead: the page shows place 3.
+		q := q + "-" + lang
+		testenv.PurgeAtCleanup(t, testenv.RedisURL(t), q)
+		t.Cleanup(func() { s.call(http.MethodDelete, s.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil) })
+		s.queue(q, map[string]any{"state": "PAUSED", "admissionRatePerSec": 3})
+		s.enter(q, "first-in-line")
+		s.enter(q, "second-in-line")
 		tb := newTab(t, b, "shot-"+lang)
 		reqs := tb.recordRequests()
 		ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
@@ -58,7 +66,7 @@ func browserScreenshots(t *testing.T, s *browserSystem, b context.Context, q str
 		tb.navigate(s.gateway.URL + "/q/" + q)
 		tb.signIn("shopper-" + lang)
 		tb.click("enter")
-		tb.waitFor("place 3", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position != "–" && p.Position != "" })
+		tb.waitFor("place 3", 10*time.Second, func(p pageState) bool { return p.Shown["figures"] && p.Position == "3" })
 		if got := eval[string](tb, `document.documentElement.lang`); got != lang {
 			t.Fatalf("the page in %s says lang=%q", lang, got)
 		}

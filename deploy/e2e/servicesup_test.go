@@ -36,7 +36,8 @@ func TestServicesUpNamesWhatIsMissing(t *testing.T) {
 		missing []string
 	}{
 		{nil, []string{"redis-server", "redis-tools", "rabbitmq-server", "postgresql", "postgresql-client", "curl", "jq"}},
-		{[]string{"--tests"}, []string{"redis-server", "redis-tools", "rabbitmq-server", "postgresql", "postgresql-client", "curl", "jq", "chromium", "iproute2"}},
+		{[]string{"--tests"}, []string{"redis-server", "redis-tools", "rabbitmq-server", "postgresql", "postgresql-client", "curl", "jq", "chromium", "iproute2", "npm"}},
+		{[]string{"--fonts"}, []string{"redis-server", "redis-tools", "rabbitmq-server", "postgresql", "postgresql-client", "curl", "jq", "fontconfig"}},
 	} {
 		cmd := exec.Command(bash, append([]string{script}, tc.args...)...)
 		// No sbin added, and no server answering on the ports asked.

@@ -4,20 +4,21 @@
 # (curl, jq, psql). With --tests, also what the tests use: Debian's Chromium
 # (the browser test), npm with the page audit's pinned axe-core
 # (deploy/e2e/a11y, npm ci from its lock) and iproute2 (the partition
-# drills); with --bench, what
+# drills); with --fonts, the CJK fonts make screenshots draws with; with --bench, what
 # make bench drives the load with (wrk). With --install,
 # apt-get installs what is missing (as root, or through sudo); without it,
 # or where apt-get cannot, each missing piece is named with its package and
 # we fail. make run and make test call it with --install.
 set -euo pipefail
 
-install=false tests=false bench=false
+install=false tests=false bench=false fonts=false
 for arg in "$@"; do
   case $arg in
     --install) install=true ;;
     --tests) tests=true ;;
     --bench) bench=true ;;
-    *) echo "usage: $0 [--install] [--tests] [--bench]" >&2; exit 2 ;;
+    --fonts) fonts=true ;;
+    *) echo "usage: $0 [--install] [--tests] [--bench] [--fonts]" >&2; exit 2 ;;
   esac
 done
 
@@ -84,6 +85,22 @@ if $tests; then
 fi
 if $bench; then
   need wrk wrk || missing=1
+fi
+# --fonts: glyphs for Chinese, Japanese and Korean (make screenshots draws
+# the page in Japanese; without them Chromium draws boxes).
+if $fonts; then
+  if ! need fc-list fontconfig; then
+    missing=1
+  elif ! fc-list | grep -qi 'Noto Sans CJK'; then
+    if $install && command -v apt-get >/dev/null 2>&1; then
+      echo "installing fonts-noto-cjk (for the screenshots in Japanese)"
+      sudo_ env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk >/dev/null || {
+        echo "missing: fonts-noto-cjk (install it: apt-get install -y fonts-noto-cjk)" >&2; missing=1
+      }
+    else
+      echo "missing: fonts-noto-cjk (install it: apt-get install -y fonts-noto-cjk)" >&2; missing=1
+    fi
+  fi
 fi
 ((missing == 0)) || exit 1
 
