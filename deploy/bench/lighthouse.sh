@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make lighthouse: the waiting page's Lighthouse scores, first load, in
 # Debian's Chromium: a queue-gateway built from this tree on free ports
-# against the local Redis (dev auth on), the page of a paused queue.
+# against a private redis-server of its own (dev auth on; nothing is left
+# in the machine's Redis), the page of a paused queue.
 # Lighthouse as deploy/lighthouse's lock pins it (npm ci on first use).
 # Fails unless accessibility is 100 and performance at least
 # LIGHTHOUSE_MIN_PERFORMANCE (default 95); FORM_FACTOR mobile (default,
@@ -23,11 +24,13 @@ fi
 [[ -x /usr/bin/chromium ]] || { echo "lighthouse: needs Debian's chromium: apt-get install -y chromium" >&2; exit 1; }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port) ops=$(free_port)
+port=$(free_port) ops=$(free_port) rport=$(free_port)
 bin=$(mktemp -d)
-trap 'kill "${gw:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$bin"' EXIT
+trap 'kill "${gw:-}" "${rs:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$bin"' EXIT
+redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no --dir "$bin" >"$out/redis.log" 2>&1 &
+rs=$!
 go build -o "$bin/queue-gateway" ./services/queue-gateway
-HTTP_ADDR=127.0.0.1:$port OPS_ADDR=127.0.0.1:$ops REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0} \
+HTTP_ADDR=127.0.0.1:$port OPS_ADDR=127.0.0.1:$ops REDIS_URL=redis://127.0.0.1:$rport/0 \
   AUTH_DEV_MODE=true LOG_LEVEL=warn "$bin/queue-gateway" >"$out/gateway.log" 2>&1 &
 gw=$!
 for ((i = 0; i < 100; i++)); do curl -fs "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done

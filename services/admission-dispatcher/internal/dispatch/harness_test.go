@@ -3,7 +3,6 @@ package dispatch_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sort"
 	"sync"
@@ -169,6 +168,8 @@ type cluster struct {
 	replicas []*replica
 	// metrics, when set, is every replica's (nil: none).
 	metrics dispatch.Metrics
+	// warns counts every replica's log records at warn and above.
+	warns *warnings
 }
 
 func newCluster(t *testing.T, opts dispatch.Options) *cluster {
@@ -177,7 +178,7 @@ func newCluster(t *testing.T, opts dispatch.Options) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{t: t, rdb: rdb, store: s, pub: &recorder{}, opts: opts}
+	return &cluster{t: t, rdb: rdb, store: s, pub: &recorder{}, opts: opts, warns: &warnings{n: map[string]int{}}}
 }
 
 // start runs n more dispatcher replicas; each is stopped at test cleanup.
@@ -187,7 +188,7 @@ func (c *cluster) start(n int) {
 		o.Owner = testenv.ID(c.t)
 		r := &replica{owner: o.Owner, store: &crashable{Store: c.store}, done: make(chan struct{})}
 		var err error
-		r.d, err = dispatch.New(r.store, c.pub, slog.New(slog.NewTextHandler(io.Discard, nil)), c.metrics, o)
+		r.d, err = dispatch.New(r.store, c.pub, slog.New(c.warns), c.metrics, o)
 		if err != nil {
 			c.t.Fatal(err)
 		}

@@ -60,6 +60,7 @@ type leadership struct {
 const (
 	whyShutdown = "shutting down"
 	whyUnlisted = "queue no longer listed"
+	whyDone     = "queue closed and done with"
 )
 
 func newLeases(store LeaseStore, log *slog.Logger, m Metrics, relay *relay, warn *warnings, o Options) *leases {
@@ -170,7 +171,7 @@ func (l *leases) stepDown(ls *leadership, why string, args ...any) {
 		return
 	}
 	level := slog.LevelWarn
-	if why == whyShutdown || why == whyUnlisted {
+	if why == whyShutdown || why == whyUnlisted || why == whyDone {
 		level = slog.LevelInfo
 	}
 	ls.log.Log(context.Background(), level, "stepping down: "+why, args...)

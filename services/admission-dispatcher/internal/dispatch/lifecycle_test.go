@@ -112,6 +112,12 @@ func TestClosedQueueDisappearsAfterItsLastTokenAndCanComeBack(t *testing.T) {
 	check("at once")
 	time.Sleep(time.Second) // five discovery rounds: nothing may come back
 	check("a second later")
+	// Done with as a closed queue should be: nothing logged at warn (it
+	// once logged the step-down, and the relay's reads of the outbox
+	// deleted under it, as warnings; make demo printed them).
+	if w := c.warns.String(); w != "none" {
+		t.Errorf("warnings while the queue was done with: %s", w)
+	}
 	if listed(t, c, q) {
 		t.Fatal("the queue was listed again without a PUT")
 	}

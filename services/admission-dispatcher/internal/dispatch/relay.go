@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -75,6 +77,18 @@ func (r *relay) add(q string) {
 }
 
 // remove stops relaying q.
+// errLedChanged: a round read a queue that was done with (stepped down
+// from, its keys deleted) while it ran.
+var errLedChanged = errors.New("a queue relayed was done with during the round")
+
+// leads reports whether the relay still relays q.
+func (r *relay) leads(q string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.led[q]
+	return ok
+}
+
 func (r *relay) remove(q string) {
 	r.mu.Lock()
 	delete(r.led, q)
@@ -127,6 +141,13 @@ func (r *relay) run(ctx context.Context) {
 			lastBacklog = time.Now()
 			r.observeBacklog(ctx)
 		}
+		if errors.Is(err, errLedChanged) {
+			// A queue was done with during the round (its outbox deleted
+			// with it): nothing failed, go again without it.
+			r.log.Debug("outbox relay: a queue went during the round", "err", err)
+			r.kick()
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Warn("outbox relay", "err", err, "retry_in", backoff(pause).String())
@@ -169,8 +190,10 @@ func (r *relay) round(ctx context.Context) error {
 		if time.Since(s.lastClaim) >= claimEvery {
 			s.lastClaim = time.Now()
 			evs, err := r.store.ClaimOutbox(ctx, q, r.owner, claimIdle, r.batch)
-			if err != nil {
+			if err != nil && r.leads(q) {
 				r.log.Warn("claim outbox", "queue", q, "err", err)
+			} else if err != nil {
+				r.log.Debug("claim outbox of a queue done with", "queue", q, "err", err)
 			}
 			if len(evs) > 0 {
 				found = append(found, queue.OutboxBatch{QueueID: q, Events: evs})
@@ -193,6 +216,11 @@ func (r *relay) round(ctx context.Context) error {
 		// consumer: re-read its own pending events first next round.
 		for _, rd := range reads {
 			led[rd.QueueID].pending = true
+		}
+		for q := range led {
+			if !r.leads(q) {
+				return fmt.Errorf("%w: %s: %w", errLedChanged, q, err)
+			}
 		}
 		return err
 	}

@@ -188,7 +188,7 @@ func (t *ticks) lineTicked(ctx context.Context, ls *leadership, start time.Time,
 	}
 	switch {
 	case r.Gone && allGone:
-		t.leases.stepDown(ls, "queue closed and done with")
+		t.leases.stepDown(ls, whyDone)
 		t.leases.unregister(ctx, ls.q)
 		return false
 	case r.Gone, errors.Is(r.Err, queue.ErrNotFound) && line > 0:
@@ -230,7 +230,7 @@ func (t *ticks) applied(ctx context.Context, ls *leadership, start time.Time, r 
 		}
 		return false
 	case r.Gone:
-		t.leases.stepDown(ls, "queue closed and done with")
+		t.leases.stepDown(ls, whyDone)
 		t.leases.unregister(ctx, ls.q)
 		return false
 	}
