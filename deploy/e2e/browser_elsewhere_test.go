@@ -93,7 +93,6 @@ func browserElsewhere(t *testing.T, s *browserSystem, b context.Context, q strin
 		t.Fatalf("the sound chosen: %d tones (want the 2 of its sample), stored %q", e.Tones, eval[string](tb, `localStorage.sound`))
 	}
 	tb.click("alert-notify")
-	time.Sleep(500 * time.Millisecond) // the browser's answer to the request
 	if e := tb.elsewhere(); e.Asked != 1 {
 		t.Fatalf("the notification button clicked: the browser asked %d times, want 1", e.Asked)
 	}

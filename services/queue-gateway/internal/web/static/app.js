@@ -1004,10 +1004,22 @@ async function askToNotify() {
   notifyNote();
 }
 
+// primeSound readies the page's audio while a click is being handled
+// (Enter the line): a browser lets a page sound later only if it started
+// its audio in answer to the person, and a reload starts it afresh.
+function primeSound() {
+  if (localStorage.sound !== 'on') return;
+  try {
+    audio = audio || new AudioContext();
+    audio.resume();
+  } catch { /* no sound here */ }
+}
+
 // chime plays two short soft tones.
 function chime() {
   try {
     audio = audio || new AudioContext();
+    audio.resume();
     const at = audio.currentTime;
     [660, 880].forEach((hz, i) => {
       const o = audio.createOscillator();
@@ -1067,6 +1079,9 @@ async function main() {
   $('use-link').addEventListener('click', useLink);
   $('keep-identity').addEventListener('click', keepIdentity);
   $('alert-sound').addEventListener('change', soundChosen);
+  $('enter').addEventListener('click', primeSound);
+  document.addEventListener('keydown', primeSound, { once: true });
+  document.addEventListener('pointerdown', primeSound, { once: true });
   $('alert-notify').addEventListener('click', askToNotify);
   document.addEventListener('visibilitychange', seenAgain);
   window.addEventListener('hashchange', linkFollowed);
