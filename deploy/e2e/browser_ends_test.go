@@ -133,28 +133,17 @@ func browserEnds(t *testing.T, s *browserSystem, browser context.Context, served
 func (tb *tab) answerRequests(pattern string, answer func() (status int64, retryAfter, body string)) (lift func()) {
 	tb.t.Helper()
 	var lifted atomic.Bool
-	events := chromedp.Events(tb.ctx, fetch.RequestPaused)
-	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
-	defer cancel()
-	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
-		tb.t.Fatalf("%s: enable request interception: %v", tb.name, err)
-	}
-	go func() {
-		for ev, err := range events {
-			if err != nil {
-				return
-			}
-			if lifted.Load() {
-				_, _ = chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
-				continue
-			}
-			status, retry, body := answer()
-			_, _ = chromedp.Call(tb.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
-				RequestID: ev.RequestID, ResponseCode: status, Body: []byte(body),
-				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/problem+json"}, {Name: "Retry-After", Value: retry}},
-			})
+	tb.intercept(pattern, func(ev fetch.EventRequestPaused) {
+		if lifted.Load() {
+			_, _ = chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			return
 		}
-	}()
+		status, retry, body := answer()
+		_, _ = chromedp.Call(tb.ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
+			RequestID: ev.RequestID, ResponseCode: status, Body: []byte(body),
+			ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "application/problem+json"}, {Name: "Retry-After", Value: retry}},
+		})
+	})
 	return func() {
 		tb.t.Helper()
 		lifted.Store(true)

@@ -199,21 +199,30 @@ func carrying(jwt string) func(sentRequest) bool {
 // runs on another goroutine: it must not call t.Fatal.
 func (tb *tab) holdRequests(pattern string, hold func(sentRequest)) {
 	tb.t.Helper()
+	tb.intercept(pattern, func(ev fetch.EventRequestPaused) {
+		hold(sent(ev.Request))
+		_, _ = chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+	})
+}
+
+// intercept pauses each request of the tab to a URL that matches pattern
+// (the Fetch domain's wildcards) and hands it to handle, which must let it
+// go on or answer it. handle runs on another goroutine, until the tab's
+// context ends: it must not call t.Fatal.
+func (tb *tab) intercept(pattern string, handle func(fetch.EventRequestPaused)) {
+	tb.t.Helper()
 	events := chromedp.Events(tb.ctx, fetch.RequestPaused)
 	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
 	defer cancel()
 	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
 		tb.t.Fatalf("%s: enable request interception: %v", tb.name, err)
 	}
-	// Ends when the tab's context does.
 	go func() {
 		for ev, err := range events {
 			if err != nil {
 				return
 			}
-			r := sent(ev.Request)
-			hold(r)
-			_, _ = chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+			handle(ev)
 		}
 	}()
 }

@@ -89,7 +89,7 @@ type Service struct {
 	// queues with presence on (seen).
 	sightings Sightings
 
-	public *publicViews
+	public *memo[publicView]
 	// texts, when set, keeps the queues' own wordings of the page (texts.go).
 	texts *textsCache
 }
@@ -152,7 +152,7 @@ func New(store Store, signer *challenge.Signer, limits Limits, configs Configs, 
 	if m == nil {
 		m = nopMetrics{}
 	}
-	return &Service{line: store, queues: store, signer: signer, limits: limits, configs: configs, m: m, public: newPublicViews()}, nil
+	return &Service{line: store, queues: store, signer: signer, limits: limits, configs: configs, m: m, public: newMemo[publicView](publicTTL, publicForgetAt)}, nil
 }
 
 func checkIDs(q, user string) error {

@@ -3,10 +3,7 @@ package app
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
@@ -37,22 +34,15 @@ const textsForgetAt = 4096
 // however many pages load (concurrent misses share one read).
 type textsCache struct {
 	store Wordings
-	now   func() time.Time
-	sf    singleflight.Group
-
-	mu   sync.Mutex
-	held map[string]heldTexts
+	held  *memo[[]byte]
 }
 
-type heldTexts struct {
-	msgs []byte
-	at   time.Time
-}
+func textsKey(q, lang string) string { return q + "\x00" + lang }
 
 // WithWordings makes s keep queues' own wordings of the page in w. It
 // returns s.
 func (s *Service) WithWordings(w Wordings) *Service {
-	s.texts = &textsCache{store: w, now: time.Now, held: map[string]heldTexts{}}
+	s.texts = &textsCache{store: w, held: newMemo[[]byte](textsTTL, textsForgetAt)}
 	return s
 }
 
@@ -64,7 +54,7 @@ func (s *Service) SetTexts(ctx context.Context, q, lang string, msgs []byte) (bo
 	}
 	replaced, err := s.texts.store.PutTexts(ctx, q, lang, msgs)
 	if err == nil {
-		s.texts.forget(q, lang)
+		s.texts.held.forget(textsKey(q, lang))
 	}
 	return replaced, err
 }
@@ -76,7 +66,7 @@ func (s *Service) DeleteTexts(ctx context.Context, q, lang string) (bool, error)
 	}
 	had, err := s.texts.store.DeleteTexts(ctx, q, lang)
 	if err == nil {
-		s.texts.forget(q, lang)
+		s.texts.held.forget(textsKey(q, lang))
 	}
 	return had, err
 }
@@ -98,36 +88,9 @@ func (s *Service) PageTexts(ctx context.Context, q, lang string) ([]byte, error)
 	if err := s.textsFor(q); err != nil {
 		return nil, err
 	}
-	c := s.texts
-	key := q + "\x00" + lang
-	if h, ok := c.fresh(key); ok {
-		return h.msgs, nil
-	}
-	got, err, _ := c.sf.Do(key, func() (any, error) {
-		if h, ok := c.fresh(key); ok {
-			return h, nil
-		}
-		msgs, err := c.store.Texts(context.WithoutCancel(ctx), q, lang)
-		if err != nil {
-			return nil, err
-		}
-		h := heldTexts{msgs: msgs, at: c.now()}
-		c.mu.Lock()
-		if len(c.held) >= textsForgetAt {
-			for k, old := range c.held {
-				if h.at.Sub(old.at) >= textsTTL {
-					delete(c.held, k)
-				}
-			}
-		}
-		c.held[key] = h
-		c.mu.Unlock()
-		return h, nil
+	return s.texts.held.get(textsKey(q, lang), func() ([]byte, error) {
+		return s.texts.store.Texts(context.WithoutCancel(ctx), q, lang)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return got.(heldTexts).msgs, nil
 }
 
 func (s *Service) textsFor(q string) error {
@@ -138,19 +101,4 @@ func (s *Service) textsFor(q string) error {
 		return ErrNoWordings
 	}
 	return nil
-}
-
-func (c *textsCache) fresh(key string) (heldTexts, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h, ok := c.held[key]
-	return h, ok && c.now().Sub(h.at) < textsTTL
-}
-
-// forget drops this replica's copy: an operator sees their change on
-// the next load of a page served here (other replicas within textsTTL).
-func (c *textsCache) forget(q, lang string) {
-	c.mu.Lock()
-	delete(c.held, q+"\x00"+lang)
-	c.mu.Unlock()
 }

@@ -75,10 +75,11 @@ func (h *Handler) CheckTexts(lang string, raw []byte) ([]byte, error) {
 			bad[key] = map[bool]string{true: "must be an object of plural forms, as the page's is", false: "must be a string, as the page's is"}[want.plural]
 			continue
 		}
+		for cat, g := range badSlots(want, got) {
+			bad[key] = fmt.Sprintf("form %s has the slots %v, want %v", cat, g, slots(want.forms["other"]))
+		}
 		for cat, form := range got.forms {
-			if w, g := slots(want.forms["other"]), slots(form); !slices.Equal(w, g) {
-				bad[key] = fmt.Sprintf("form %s has the slots %v, want %v", cat, g, w)
-			} else if n := utf8.RuneCountInString(form); n > MaxTextRunes || strings.TrimSpace(form) == "" {
+			if n := utf8.RuneCountInString(form); n > MaxTextRunes || strings.TrimSpace(form) == "" {
 				bad[key] = fmt.Sprintf("form %s must be 1 to %d characters, not %d", cat, MaxTextRunes, n)
 			} else if i := strings.IndexFunc(form, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }); i >= 0 {
 				bad[key] = fmt.Sprintf("form %s holds a control character at byte %d", cat, i)

@@ -161,7 +161,6 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.en, _ = messagesOf(h.assets["i18n/en.json"].body)
 	h.codes = map[string]bool{}
 	for _, l := range langs {
 		h.codes[l.Code] = true
@@ -214,6 +213,7 @@ func (h *Handler) languages() ([]Language, error) {
 	if err != nil {
 		return nil, fmt.Errorf("i18n/en.json: %w", err)
 	}
+	h.en = en
 	var out []Language
 	for name, a := range h.assets {
 		code, ok := strings.CutPrefix(strings.TrimSuffix(name, ".json"), "i18n/")
@@ -308,10 +308,8 @@ func sameMessages(en, msgs map[string]message) error {
 		if want.plural != got.plural {
 			errs = append(errs, fmt.Errorf("%s: a plural message in one language, a string in the other", key))
 		}
-		for cat, form := range got.forms {
-			if w, g := slots(want.forms["other"]), slots(form); !slices.Equal(w, g) {
-				errs = append(errs, fmt.Errorf("%s (%s) has the slots %v, English %v", key, cat, g, w))
-			}
+		for cat, g := range badSlots(want, got) {
+			errs = append(errs, fmt.Errorf("%s (%s) has the slots %v, English %v", key, cat, g, slots(want.forms["other"])))
 		}
 	}
 	for key := range msgs {
@@ -321,6 +319,19 @@ func sameMessages(en, msgs map[string]message) error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// badSlots is, by plural category, the {slots} of each form of got that
+// are not want's.
+func badSlots(want, got message) map[string][]string {
+	w := slots(want.forms["other"])
+	bad := map[string][]string{}
+	for cat, form := range got.forms {
+		if g := slots(form); !slices.Equal(w, g) {
+			bad[cat] = g
+		}
+	}
+	return bad
 }
 
 func contentType(p string) string {
