@@ -52,6 +52,8 @@ func checkSpec(s QueueSpec) (QueueSpec, error) {
 		return s, errors.New("broker: QueueSpec.DeadLetter needs a Name")
 	case len(s.Name) > 200:
 		return s, errors.New("broker: QueueSpec.Name longer than 200 bytes")
+	case s.MessageTTL < 0 || s.Expires < 0 || (s.MessageTTL > 0 && s.MessageTTL < time.Millisecond) || (s.Expires > 0 && s.Expires < time.Millisecond):
+		return s, fmt.Errorf("broker: QueueSpec %q: MessageTTL and Expires must be 0 or at least 1 ms", s.Name)
 	case s.DeliveryLimit < 0 || s.Prefetch < 0 || s.Prefetch > 65535:
 		return s, fmt.Errorf("broker: QueueSpec: bad DeliveryLimit %d or Prefetch %d", s.DeliveryLimit, s.Prefetch)
 	case s.Name != "" && !s.Quorum:

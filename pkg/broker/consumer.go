@@ -95,6 +95,12 @@ func declareQueue(ch *amqp.Channel, exchange string, spec QueueSpec) (string, er
 		args["x-queue-type"] = "quorum"
 		args["x-delivery-limit"] = int64(spec.DeliveryLimit)
 	}
+	if spec.MessageTTL > 0 {
+		args["x-message-ttl"] = spec.MessageTTL.Milliseconds()
+	}
+	if spec.Expires > 0 {
+		args["x-expires"] = spec.Expires.Milliseconds()
+	}
 	if spec.DeadLetter {
 		dlq, dlx := spec.Name+".dlq", exchange+".dlx"
 		if _, err := ch.QueueDeclare(dlq, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {

@@ -131,6 +131,18 @@ func (k Keys) Texts() string { return k.prefix + "texts" }
 
 func (k Keys) textsKeys() []string { return []string{k.Config(), k.Texts()} }
 
+// Push is a user's Web Push subscriptions in the queue (hash: subscription
+// id -> "<saved at, Unix ms>|<the subscription's JSON>"), a few devices at
+// most; it expires PUSH_SUBSCRIPTION_TTL after the last one was saved, and
+// once a "your turn" went out, when that token expires.
+func (k Keys) Push(user string) string { return k.prefix + "push:" + user }
+
+// Pushed marks a token whose "your turn" push was sent (string), until the
+// token expires: a redelivered TokenIssued is not pushed twice.
+func (k Keys) Pushed(tokenID string) string { return k.prefix + "pushed:" + tokenID }
+
+func (k Keys) pushKeys(user string) []string { return []string{k.Config(), k.Push(user)} }
+
 // Dispatch is the dispatcher's state: fencing epoch, credit, counters (hash).
 func (k Keys) Dispatch() string { return k.prefix + "dispatch" }
 

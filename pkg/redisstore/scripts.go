@@ -46,6 +46,7 @@ var (
 	touchScript    = script("touch")
 	presenceScript = script("presence")
 	textsScript    = script("texts")
+	pushScript     = script("push")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
@@ -58,9 +59,9 @@ var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, res
 var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript, textsScript}
 
 // NotificationScripts are the scripts the notification-service runs: it
-// reads positions and frontiers, and records the sightings of open event
-// streams (presence).
-var NotificationScripts = []*redis.Script{positionScript, frontierScript, presenceScript}
+// reads positions and frontiers, records the sightings of open event
+// streams (presence) and keeps the Web Push subscriptions.
+var NotificationScripts = []*redis.Script{positionScript, frontierScript, presenceScript, pushScript}
 
 // LoadScripts loads scripts into the script cache of every node (every master
 // of a cluster), so the first call of each is an EVALSHA.

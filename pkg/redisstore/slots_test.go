@@ -65,6 +65,7 @@ func TestEveryScriptsKeysShareOneSlot(t *testing.T) {
 				"restore":  k.restoreKeys(u),
 				"draw":     k.drawKeys(),
 				"texts":    k.textsKeys(),
+				"push":     append(k.pushKeys(u), k.Pushed("t:"+u)),
 				"all":      {k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Active(), k.Inflight(), k.Consumed(u), k.Spent(u), k.Dispatch(), k.Lock(), k.Outbox(), k.PreQueue(), k.Draw(), k.Left()},
 			}
 			for name, keys := range sets {

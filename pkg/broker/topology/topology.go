@@ -4,6 +4,8 @@
 // knows the AMQP arguments, declares what it is given.
 package topology
 
+import "time"
+
 // Queue describes a queue: its name, what it is bound to, and how it
 // treats messages that keep failing. broker.QueueSpec is this type.
 type Queue struct {
@@ -28,4 +30,11 @@ type Queue struct {
 	// Prefetch is basic.qos and the number of concurrent handler calls;
 	// default 32.
 	Prefetch int
+	// MessageTTL (x-message-ttl), when set, drops a message that waited
+	// longer in the queue: for events that are worthless late.
+	MessageTTL time.Duration
+	// Expires (x-expires), when set, deletes the queue once it has had no
+	// consumer for this long: for a queue of a feature that may be turned
+	// off, which would otherwise fill up unread. Ignored for Name == "".
+	Expires time.Duration
 }

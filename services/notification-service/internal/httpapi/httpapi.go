@@ -28,6 +28,8 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/throttle"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
@@ -50,6 +52,9 @@ type Options struct {
 	TrustedProxies []string
 	// CORSOrigins may open a stream from a browser.
 	CORSOrigins []string
+	// Push keeps the Web Push subscriptions; nil is push turned off (its
+	// routes answer 404).
+	Push *push.Service
 }
 
 // Handler is the notification-service's routes. It owns the goroutines
@@ -84,6 +89,19 @@ func New(o Options) (*Handler, error) {
 	}
 	h := newStreams(o.Service)
 	e.GET("/api/v1/queues/:queueId/events", o.Verifier.Middleware(true), h.handle)
+	limit, err := throttle.New(pushLimit)
+	if err != nil {
+		return nil, err
+	}
+	throttled, err := httpserver.NewThrottled(o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	paced := httpserver.Throttle(limit, userOf, "subscribing too often: try again later", throttled.By("push"))
+	p := pushRoutes{svc: o.Push}
+	e.GET("/api/v1/push/key", p.key)
+	e.PUT("/api/v1/queues/:queueId/push", o.Verifier.Middleware(false), paced, p.subscribe)
+	e.DELETE("/api/v1/queues/:queueId/push/:id", o.Verifier.Middleware(false), paced, p.unsubscribe)
 	httpserver.ServeOpenAPI(e, OpenAPI)
 	return &Handler{Handler: e, streams: h}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/clientkey"
 	"github.com/waitingroom/waitingroom/pkg/config"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 )
 
 // Config is the notification-service's environment.
@@ -57,6 +58,82 @@ type Config struct {
 	// takes nothing for this long is dropped. HTTP_WRITE_TIMEOUT does not
 	// end streams.
 	WriteTimeout time.Duration `env:"SSE_WRITE_TIMEOUT" envDefault:"10s"`
+	Push
+}
+
+// Push is Web Push: "your turn" to a person whose tab is closed. It is on
+// when the VAPID key pair and the subject are set (all three or none).
+type Push struct {
+	// PublicKey is the VAPID public key, the uncompressed P-256 point in
+	// base64url (what browsers take as applicationServerKey); it must be
+	// PUSH_VAPID_PRIVATE_KEY's. Keep one pair for good: a browser's
+	// subscription is bound to the key it was made with.
+	PublicKey string `env:"PUSH_VAPID_PUBLIC_KEY"`
+	// PrivateKey is the VAPID private key, the P-256 scalar in base64url.
+	// A secret: from a Secret, never in a manifest.
+	PrivateKey string `env:"PUSH_VAPID_PRIVATE_KEY" json:"-"`
+	// Subject is who the push services may contact about the pushes: a
+	// mailto: or https: URL (RFC 8292).
+	Subject string `env:"PUSH_SUBJECT"`
+	// EndpointHosts are the push services sent to: a subscription whose
+	// endpoint is anywhere else is refused (400), so nobody can make the
+	// service POST into the shop's own network. "*.suffix" is any host
+	// under suffix. The default is the browsers' push services: Chrome,
+	// Firefox, Edge and Safari.
+	EndpointHosts []string `env:"PUSH_ENDPOINT_HOSTS" envDefault:"fcm.googleapis.com,*.push.services.mozilla.com,*.notify.windows.com,*.push.apple.com"`
+	// LoopbackEndpoints also allows http endpoints on 127.0.0.1, ::1 and
+	// localhost: for tests and a developer's machine, never production.
+	LoopbackEndpoints bool `env:"PUSH_ALLOW_LOOPBACK_ENDPOINTS" envDefault:"false"`
+	// Rate is the pushes per second this replica sends to one push service
+	// host, Burst how many may go at once; a 429 or 503 with Retry-After
+	// pauses that host (a minute at most). The admission rate bounds the
+	// pushes (a few devices per admitted person) well below what the push
+	// services take.
+	Rate  float64 `env:"PUSH_RATE_PER_HOST" envDefault:"200"`
+	Burst int     `env:"PUSH_BURST" envDefault:"50"`
+	// Queue is the quorum queue the replicas share for pushing: each
+	// TokenIssued reaches one of them. Deployments on one RabbitMQ vhost
+	// with different exchanges need different names.
+	Queue string `env:"PUSH_QUEUE" envDefault:"notification.push"`
+	// Concurrency is how many TokenIssued this replica pushes at once
+	// (the prefetch of PUSH_QUEUE).
+	Concurrency int `env:"PUSH_CONCURRENCY" envDefault:"64"`
+	// SubscriptionTTL is how long a subscription is kept while its person
+	// waits, renewed by each subscribe; once "your turn" was pushed, the
+	// subscription ends with the token.
+	SubscriptionTTL time.Duration `env:"PUSH_SUBSCRIPTION_TTL" envDefault:"6h"`
+	// DevicesPerUser is the most subscriptions one user keeps in one
+	// queue; a newer device evicts the oldest.
+	DevicesPerUser int `env:"PUSH_DEVICES_PER_USER" envDefault:"3"`
+	// Attempts is how often one device is tried on a 429, a 5xx or a
+	// network error before its push is given up.
+	Attempts int `env:"PUSH_ATTEMPTS" envDefault:"3"`
+}
+
+// On reports whether push is configured.
+func (p Push) On() bool { return p.PublicKey != "" || p.PrivateKey != "" || p.Subject != "" }
+
+// Check validates the push settings.
+func (p Push) Check() error {
+	if !p.On() {
+		return nil
+	}
+	var errs []error
+	if p.PublicKey == "" || p.PrivateKey == "" || p.Subject == "" {
+		errs = append(errs, errors.New("PUSH_VAPID_PUBLIC_KEY, PUSH_VAPID_PRIVATE_KEY and PUSH_SUBJECT go together: set all three, or none"))
+	} else {
+		errs = append(errs, push.CheckKeys(p.PublicKey, p.PrivateKey), push.CheckSubject(p.Subject))
+	}
+	if p.Queue == "" || len(p.Queue) > 200 {
+		errs = append(errs, errors.New("PUSH_QUEUE: a queue name of 1 to 200 bytes"))
+	}
+	if len(p.EndpointHosts) == 0 && !p.LoopbackEndpoints {
+		errs = append(errs, errors.New("PUSH_ENDPOINT_HOSTS: empty, so no push could go anywhere"))
+	}
+	if p.Rate <= 0 || p.Burst < 1 || p.Concurrency < 1 || p.Concurrency > 65535 || p.SubscriptionTTL < time.Minute || p.DevicesPerUser < 1 || p.Attempts < 1 {
+		errs = append(errs, errors.New("PUSH_RATE_PER_HOST, _BURST, _CONCURRENCY (at most 65535), _DEVICES_PER_USER and _ATTEMPTS must be positive, PUSH_SUBSCRIPTION_TTL at least 1m"))
+	}
+	return errors.Join(errs...)
 }
 
 // Validate checks what env tags cannot.
@@ -66,6 +143,6 @@ func (c *Config) Validate() error {
 	if c.MaxStreamsPerIP < 0 || c.MaxStreamsPerUser < 0 || c.Buffer < 1 || c.Heartbeat <= 0 || c.PositionEvery <= 0 || c.WriteTimeout <= 0 {
 		errs = append(errs, errors.New("SSE_* settings must be positive (SSE_MAX_STREAMS_PER_IP and _PER_USER may be 0)"))
 	}
-	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix))
+	errs = append(errs, clientkey.CheckIPv6Prefix(c.ClientIPv6Prefix), c.Push.Check())
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
@@ -48,4 +49,37 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// pushEvents is the queue the replicas share for Web Push: each TokenIssued
+// goes to one of them, which pushes it. A "your turn" later than the
+// longest entry is no use, so a message waits at most messageTTL; if push
+// is turned off, the queue goes an hour after its last consumer.
+func pushEvents(p Push) broker.QueueSpec {
+	return broker.QueueSpec{Name: p.Queue, Bindings: []string{events.RoutingKeyTokenIssued}, Quorum: true,
+		DeliveryLimit: 20, Prefetch: p.Concurrency, MessageTTL: 10 * time.Minute, Expires: time.Hour}
+}
+
+// pushTurn pushes a TokenIssued to the person's devices. While Redis is
+// not answering the event is tried again a second later, up to the queue's
+// delivery limit.
+func pushTurn(svc *push.Service) func(context.Context, broker.Delivery) broker.Result {
+	issued := events.TypeName(&waitingroomv1.TokenIssued{})
+	return func(ctx context.Context, d broker.Delivery) broker.Result {
+		if d.Type != issued {
+			return broker.Ack
+		}
+		var e waitingroomv1.TokenIssued
+		if proto.Unmarshal(d.Body, &e) != nil {
+			return broker.DeadLetter
+		}
+		if err := svc.Issued(ctx, e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetExpiresAt().AsTime()); err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			return broker.Retry
+		}
+		return broker.Ack
+	}
 }

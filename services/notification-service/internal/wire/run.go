@@ -10,6 +10,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/hub"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/stream"
 )
 
@@ -54,8 +55,20 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	// awayAfterSeconds): sighted every position round, sent once a second.
 	sightings := presence.New(store, presence.NewMetrics(b.Registry))
 	svc.WithSightings(presenceOn{book: sightings, configs: configs})
+	var pusher *push.Service
+	if cfg.Push.On() {
+		pusher, err = push.New(push.Config{
+			PublicKey: cfg.Push.PublicKey, PrivateKey: cfg.Push.PrivateKey, Subject: cfg.Push.Subject,
+			Endpoints: push.Endpoints{Hosts: cfg.Push.EndpointHosts, Loopback: cfg.Push.LoopbackEndpoints},
+			Rate:      cfg.Push.Rate, Burst: cfg.Push.Burst, Lifetime: cfg.Push.SubscriptionTTL,
+			Devices: cfg.Push.DevicesPerUser, Attempts: cfg.Push.Attempts,
+		}, store, log, push.NewMetrics(b.Registry))
+		if err != nil {
+			return nil, err
+		}
+	}
 	api, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
-		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins})
+		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins, Push: pusher})
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +84,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 	b.Group.OnDrain(h.Shut)
 	b.Group.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
+	if pusher != nil {
+		b.Group.Go("web push", func(ctx context.Context) error {
+			return conn.Consume(ctx, pushEvents(cfg.Push), pushTurn(pusher))
+		})
+	}
 	b.Group.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })
 	b.Group.Go("queue configs", configs.Run)
 	b.Group.Go("presence", sightings.Run)
