@@ -45,7 +45,7 @@ type pushRoutes struct{ svc *push.Service }
 // pushLimit is each user's pace of subscribing and unsubscribing, in
 // memory (a page does it once or twice per wait): a flood of them is
 // refused 429 before it reaches Redis.
-var pushLimit = throttle.Options{PerSec: 1, Burst: 5, InFlight: 2}
+var pushLimit = throttle.Options{PerSec: 1, Burst: 10, InFlight: 2}
 
 func userOf(c *gin.Context) string {
 	p, _ := auth.FromContext(c)
