@@ -172,7 +172,7 @@ var auditedStates = []string{
 	"sign-in", "waiting-paused", "order-form", "confirmed", "already-ordered",
 	"link-question", "line-full", "expired", "order-failed", "pass-given-back",
 	"challenge", "challenge-refused", "pre-queue", "drawn-place", "bypass", "arabic-rtl",
-	"closed", "sold-out", "abandoned", "rate-limited", "alerts-offered",
+	"closed", "sold-out", "abandoned", "rate-limited", "alerts-offered", "push-offered",
 }
 
 // checkAudited fails t when a state of auditedStates was not audited.

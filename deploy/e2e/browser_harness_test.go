@@ -12,6 +12,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
+	"github.com/waitingroom/waitingroom/pkg/testenv/pushtest"
 )
 
 // browserSystem is the services as processes for the browser test, in dev
@@ -26,14 +27,18 @@ type browserSystem struct {
 	gateway, pollingGateway, order, dispatcher, notify *testenv.Service
 	// db is between the order-service and PostgreSQL, to cut.
 	db *testenv.Proxy
+	// pushes is the push service on loopback the notification-service
+	// sends "your turn" to (Web Push, its VAPID key vapid).
+	pushes *pushtest.Server
+	vapid  string
 }
 
 // browserQueues are the queues of one run; the dispatcher serves all but full.
-type browserQueues struct{ happy, full, expired, polling, drop, ends, keys, other string }
+type browserQueues struct{ happy, full, expired, polling, drop, ends, keys, other, push string }
 
 func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	t.Helper()
-	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other)
+	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other, qs.push)
 	ver, err := auth.NewVerifier(auth.DevSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +48,7 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	exchange := "e2e." + id
 	amqpURL := testenv.AMQPURL(t)
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".push")
 	})
 	// Addresses first: each service must know the others' before it starts.
 	gwPort, pollPort, orderPort, notifyPort, deadPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
@@ -69,11 +74,15 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	s.order = startOn(t, "order-service", orderPort, with(map[string]string{
 		"DATABASE_URL": testenv.PostgresURLVia(t, testenv.PostgresURL(t), s.db.Addr()), "CORS_ALLOWED_ORIGINS": origins,
 	}))
+	public, private := pushtest.NewVAPID()
+	s.pushes, s.vapid = pushtest.NewServer(t, public), public
 	s.notify = startOn(t, "notification-service", notifyPort, with(map[string]string{
 		"CORS_ALLOWED_ORIGINS": origins, "SSE_POSITION_INTERVAL": "300ms",
+		"PUSH_VAPID_PUBLIC_KEY": public, "PUSH_VAPID_PRIVATE_KEY": private, "PUSH_SUBJECT": "mailto:ops@shop.example",
+		"PUSH_ALLOW_LOOPBACK_ENDPOINTS": "true", "PUSH_QUEUE": exchange + ".push",
 	}))
 	s.dispatcher = startOn(t, "admission-dispatcher", testenv.FreePort(t), with(map[string]string{
-		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other}, ","),
+		"DISPATCH_QUEUES": strings.Join([]string{qs.happy, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other, qs.push}, ","),
 	}))
 	gw := func(port, notifyPort int) map[string]string {
 		return with(map[string]string{

@@ -31,13 +31,13 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	began := time.Now()
 	browser := newBrowser(t)
 	id := testenv.ID(t)
-	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop", ends: id + "-ends", keys: id + "-keys", other: id + "-other"}
+	qs := browserQueues{happy: id + "-happy", full: id + "-full", expired: id + "-expired", polling: id + "-polling", drop: id + "-drop", ends: id + "-ends", keys: id + "-keys", other: id + "-other", push: id + "-push"}
 	// Two more queues, which no dispatcher serves: nobody is admitted there.
 	link, challenge, refused, langs, shots := id+"-link", id+"-challenge", id+"-refused", id+"-lang", id+"-shots"
 	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), link, challenge, refused, langs, shots)
 	sys := newBrowserSystem(t, qs)
 	t.Cleanup(func() {
-		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other, link, challenge, refused, langs, shots} {
+		for _, q := range []string{qs.happy, qs.full, qs.expired, qs.polling, qs.drop, qs.ends, qs.keys, qs.other, qs.push, link, challenge, refused, langs, shots} {
 			sys.call(http.MethodDelete, sys.gateway.URL+"/admin/v1/queues/"+q, "ops", auth.RoleAdmin, nil)
 		}
 	})
@@ -56,6 +56,7 @@ func TestBrowserWaitingRoom(t *testing.T) {
 	t.Run("Ends", func(t *testing.T) { browserEnds(t, sys.in(t), browser, qs.ends, id+"-end") })
 	t.Run("Keyboard", func(t *testing.T) { browserKeyboard(t, sys.in(t), browser, qs.keys) })
 	t.Run("Elsewhere", func(t *testing.T) { browserElsewhere(t, sys.in(t), browser, qs.other) })
+	t.Run("Push", func(t *testing.T) { browserPush(t, sys.in(t), browser, qs.push) })
 	t.Run("Screenshots", func(t *testing.T) { browserScreenshots(t, sys.in(t), browser, shots) })
 	// On a system of its own, whose private Redis it stops.
 	t.Run("Bypass", func(t *testing.T) { browserBypass(t, browser, id+"-bypass") })

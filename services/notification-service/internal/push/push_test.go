@@ -20,7 +20,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
-	"github.com/waitingroom/waitingroom/services/notification-service/internal/push/pushtest"
+	"github.com/waitingroom/waitingroom/pkg/testenv/pushtest"
 )
 
 // world is a push service on loopback, a queue in the real Redis and a

@@ -85,12 +85,13 @@ type Push struct {
 	// localhost: for tests and a developer's machine, never production.
 	LoopbackEndpoints bool `env:"PUSH_ALLOW_LOOPBACK_ENDPOINTS" envDefault:"false"`
 	// Rate is the pushes per second this replica sends to one push service
-	// host, Burst how many may go at once; a 429 or 503 with Retry-After
-	// pauses that host (a minute at most). The admission rate bounds the
-	// pushes (a few devices per admitted person) well below what the push
-	// services take.
-	Rate  float64 `env:"PUSH_RATE_PER_HOST" envDefault:"200"`
-	Burst int     `env:"PUSH_BURST" envDefault:"50"`
+	// host; a 429 or 503 with Retry-After pauses that host (a minute at
+	// most). The admission rate bounds the pushes (a few devices per
+	// admitted person) well below what the push services take.
+	Rate float64 `env:"PUSH_RATE_PER_HOST" envDefault:"200"`
+	// Burst is how many pushes to one host may go at once, above
+	// PUSH_RATE_PER_HOST.
+	Burst int `env:"PUSH_BURST" envDefault:"50"`
 	// Queue is the quorum queue the replicas share for pushing: each
 	// TokenIssued reaches one of them. Deployments on one RabbitMQ vhost
 	// with different exchanges need different names.

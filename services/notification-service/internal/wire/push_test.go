@@ -18,7 +18,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
-	"github.com/waitingroom/waitingroom/services/notification-service/internal/push/pushtest"
+	"github.com/waitingroom/waitingroom/pkg/testenv/pushtest"
 )
 
 // pushConfig is testConfig with Web Push on, sending to loopback, on its

@@ -128,6 +128,7 @@ async function setLanguage(code) {
   showFigures();
   showStart();
   $('lang').value = lang.code;
+  if (S.jwt) pushReworded();
 }
 
 // languageSwitcher lists the languages by their own names; a choice is kept.
@@ -984,6 +985,7 @@ function offerAlerts() {
   const can = 'Notification' in window;
   show('alert-notify', can && Notification.permission === 'default');
   notifyNote();
+  offerPush();
 }
 
 function notifyNote() {
@@ -1036,6 +1038,93 @@ function chime() {
   } catch { /* no sound here: the page still says it */ }
 }
 
+// ---- "your turn" with the page closed (Web Push) ----
+
+// Where the notification-service pushes (PUSH_VAPID_* set) and the browser
+// can take pushes, the page offers a third way: a service worker
+// (/static/sw.js) shows the turn even after the tab closed. Ticking it asks
+// for the notification permission, subscribes the browser with the
+// service's key and hands the subscription to the service, with the words
+// of the notification in the page's language (sent again when the person
+// switches language). The subscription's id is kept per queue, so a
+// reload shows it ticked and unticking forgets it.
+const pushKey = () => `push:${S.queue}`;
+
+async function offerPush() {
+  if (!('serviceWorker' in navigator && 'PushManager' in window && 'Notification' in window) || !S.cfg.notificationServiceUrl) return;
+  if (S.pushKey === undefined) {
+    S.pushKey = null;
+    const r = await api(`${S.cfg.notificationServiceUrl}/api/v1/push/key`).catch(() => ({ status: 0 }));
+    if (r.status === 200 && typeof r.body.publicKey === 'string') S.pushKey = r.body.publicKey;
+  }
+  if (!S.pushKey) return;
+  show('alert-push-row', true);
+  $('alert-push').checked = Boolean(localStorage[pushKey()]) && Notification.permission === 'granted';
+}
+
+async function pushChosen() {
+  const on = $('alert-push').checked;
+  $('alert-push').disabled = true;
+  try {
+    if (on) await pushOn(); else await pushOff();
+  } finally {
+    $('alert-push').disabled = false;
+    $('alert-push').focus();
+  }
+}
+
+async function pushOn() {
+  let ok = false;
+  try {
+    if ((await Notification.requestPermission()) === 'granted') {
+      const reg = await navigator.serviceWorker.register('/static/sw.js');
+      const sub = (await reg.pushManager.getSubscription())
+        || (await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: fromBase64url(S.pushKey) }));
+      ok = await pushSave(sub);
+    }
+  } catch { /* no push service for this browser, or it refused */ }
+  $('alert-push').checked = ok;
+  put('alert-push-note', ok ? 'alert.pushOn' : 'alert.pushFailed');
+  show('alert-push-note', true);
+  show('alert-notify', Notification.permission === 'default');
+  notifyNote();
+}
+
+// pushSave hands the subscription to the notification-service, with the
+// words of the notification in the page's current language.
+async function pushSave(sub) {
+  const r = await api(`${S.cfg.notificationServiceUrl}${gw('push')}`, {
+    method: 'PUT',
+    headers: { ...bearer(), 'Content-Type': 'application/json' },
+    body: JSON.stringify({ subscription: sub.toJSON(), title: t('turn.heading'), body: t('turn.say'), lang: L.code }),
+  }).catch(() => ({ status: 0 }));
+  if (r.status !== 200) return false;
+  localStorage[pushKey()] = r.body.id;
+  return true;
+}
+
+async function pushOff() {
+  const id = localStorage[pushKey()];
+  delete localStorage[pushKey()];
+  show('alert-push-note', false);
+  if (!id) return;
+  await api(`${S.cfg.notificationServiceUrl}${gw('push')}/${encodeURIComponent(id)}`, { method: 'DELETE', headers: bearer() })
+    .catch(() => ({ status: 0 }));
+}
+
+// pushReworded sends the words again in a newly chosen language.
+async function pushReworded() {
+  if (!localStorage[pushKey()] || !S.pushKey || !navigator.serviceWorker) return;
+  const reg = await navigator.serviceWorker.getRegistration('/static/').catch(() => undefined);
+  const sub = await reg?.pushManager.getSubscription().catch(() => null);
+  if (sub) await pushSave(sub);
+}
+
+function fromBase64url(s) {
+  const b = atob(s.replace(/-/g, '+').replace(/_/g, '/'));
+  return Uint8Array.from(b, (c) => c.charCodeAt(0));
+}
+
 function turnElsewhere() {
   if (localStorage.sound === 'on') chime();
   if (!document.hidden) return;
@@ -1083,6 +1172,7 @@ async function main() {
   document.addEventListener('keydown', primeSound, { once: true });
   document.addEventListener('pointerdown', primeSound, { once: true });
   $('alert-notify').addEventListener('click', askToNotify);
+  $('alert-push').addEventListener('change', pushChosen);
   document.addEventListener('visibilitychange', seenAgain);
   window.addEventListener('hashchange', linkFollowed);
   const jwt = linkToken();

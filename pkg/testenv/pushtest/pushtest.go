@@ -269,3 +269,14 @@ func (s *Server) checkVAPID(r *http.Request) (string, error) {
 	}
 	return sub, nil
 }
+
+// NewVAPID makes a VAPID key pair as the notification-service takes it
+// (PUSH_VAPID_PUBLIC_KEY, PUSH_VAPID_PRIVATE_KEY): the uncompressed P-256
+// public key and the private scalar, base64url.
+func NewVAPID() (public, private string) {
+	k, err := ecdh.P256().GenerateKey(rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(k.PublicKey().Bytes()), base64.RawURLEncoding.EncodeToString(k.Bytes())
+}
