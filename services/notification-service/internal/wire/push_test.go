@@ -17,8 +17,8 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
-	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 	"github.com/waitingroom/waitingroom/pkg/testenv/pushtest"
+	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
 )
 
 // pushConfig is testConfig with Web Push on, sending to loopback, on its
