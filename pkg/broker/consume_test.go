@@ -174,3 +174,56 @@ func TestConsumeBadSpec(t *testing.T) {
 		t.Errorf("Healthy after a bad spec: %v", err)
 	}
 }
+
+// TestAQueueForgetsStaleMessagesAndGoesWhenUnused: a queue with MessageTTL
+// drops what waited longer (3 published with no consumer, none left after
+// the TTL), keeps what is fresh (2 published then, 2 there), and with
+// Expires it is deleted once it has had no consumer for that long. A
+// negative TTL is a bad spec.
+func TestAQueueForgetsStaleMessagesAndGoesWhenUnused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c := e.conn(e.url)
+	pub := c.Publisher()
+	name := e.queue("stale")
+	spec := broker.QueueSpec{Name: name, Bindings: []string{"stale.#"}, Quorum: true, MessageTTL: 2 * time.Second, Expires: 10 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ack := func(context.Context, broker.Delivery) broker.Result { return broker.Ack }
+	if err := c.Consume(ctx, broker.QueueSpec{Name: e.queue("bad"), Bindings: []string{"x"}, Quorum: true, MessageTTL: -time.Second}, ack); err == nil {
+		t.Error("a negative MessageTTL was taken")
+	}
+	// Declare it (a consumer for a moment), then leave it without one.
+	cctx, ccancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Consume(cctx, spec, ack) }()
+	waitFor(t, 10*time.Second, "the queue declared", func() bool {
+		return e.do(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			return err
+		}) == nil
+	})
+	ccancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if err := pub.Publish(ctx, event("s1", "stale.x", now), event("s2", "stale.x", now), event("s3", "stale.x", now)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the 3 stale messages dropped", func() bool { return e.depth(name) == 0 })
+	if err := pub.Publish(ctx, event("f1", "stale.x", time.Now()), event("f2", "stale.x", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.depth(name); n != 2 {
+		t.Errorf("fresh messages in the queue: %d, want 2", n)
+	}
+	waitFor(t, 30*time.Second, "the unused queue deleted", func() bool {
+		err := e.do(func(ch *amqp.Channel) error {
+			_, err := ch.QueueDeclarePassive(name, true, false, false, false, nil)
+			return err
+		})
+		var aerr *amqp.Error
+		return errors.As(err, &aerr) && aerr.Code == amqp.NotFound
+	})
+}
