@@ -428,3 +428,102 @@ func TestTheConfigIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestASlowPushServiceIsAskedAgainSafely: a push service that answers
+// later than the client waits (it took the message, the answer came too
+// late) is asked again; the device then holds two messages of the same
+// Topic, which the push service collapses and the worker shows under one
+// tag: one notification.
+func TestASlowPushServiceIsAskedAgainSafely(t *testing.T) {
+	t.Parallel()
+	client := newClient(true)
+	client.Timeout = 300 * time.Millisecond
+	w := newWorld(t, func(c *Config) { c.Client = client })
+	w.subscribe("ann", "phone")
+	var once sync.Once
+	w.server.Answer(func(_ string, try int) (int, http.Header) {
+		if try == 1 {
+			once.Do(func() { time.Sleep(time.Second) })
+		}
+		return http.StatusCreated, nil
+	})
+	if err := w.svc.Issued(context.Background(), w.q, "ann", "tok-1", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the late answer's message lands
+	got := w.server.Received()
+	if n := w.server.Tries("phone"); n != 2 || len(got) != 2 {
+		t.Fatalf("asked %d times, %d messages taken; want 2 and 2 (the late one and the retry)", n, len(got))
+	}
+	if got[0].Topic != got[1].Topic || string(got[0].Plain) != string(got[1].Plain) {
+		t.Errorf("the retry differs: topics %q %q, messages %q %q; want the same, so the device shows one", got[0].Topic, got[1].Topic, got[0].Plain, got[1].Plain)
+	}
+}
+
+// TestPushesArePacedPerPushService: at 20 a second with a burst of 1, ten
+// people's pushes to one push service take at least 450 ms from the
+// first to the last (a lower bound, which a busy machine only lengthens);
+// another push service is not held back by it.
+func TestPushesArePacedPerPushService(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *Config) { c.Rate, c.Burst = 20, 1 })
+	other := pushtest.NewServer(t, w.svc.cfg.PublicKey)
+	for i := range 10 {
+		w.subscribe(fmt.Sprintf("u%d", i), fmt.Sprintf("d%d", i))
+	}
+	d := pushtest.NewDevice()
+	p256dh, auth := d.Keys()
+	if _, err := w.svc.Subscribe(context.Background(), w.q, "elsewhere", Request{Subscription: Subscription{
+		Endpoint: other.Endpoint("e", d), Keys: Keys{P256dh: p256dh, Auth: auth}}, Title: "Your turn"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	errs := make([]error, 11)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			errs[i] = w.svc.Issued(context.Background(), w.q, fmt.Sprintf("u%d", i), fmt.Sprintf("t%d", i), time.Now().Add(time.Minute))
+		})
+	}
+	wg.Go(func() {
+		errs[10] = w.svc.Issued(context.Background(), w.q, "elsewhere", "te", time.Now().Add(time.Minute))
+	})
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+	}
+	got := w.server.Received()
+	if len(got) != 10 {
+		t.Fatalf("%d pushes to the paced service, want 10", len(got))
+	}
+	first, last := got[0].At, got[0].At
+	for _, m := range got {
+		first, last = minTime(first, m.At), maxTime(last, m.At)
+	}
+	if spread := last.Sub(first); spread < 450*time.Millisecond {
+		t.Errorf("10 pushes at 20/s arrived within %v, want at least 450 ms", spread)
+	}
+	o := other.Received()
+	if len(o) != 1 {
+		t.Fatalf("the other push service: %d messages, want 1", len(o))
+	}
+	if o[0].At.After(last) {
+		t.Errorf("the other push service's message came %v after the start, after the paced one's last (%v): held behind it", o[0].At.Sub(start), last.Sub(start))
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
