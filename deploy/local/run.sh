@@ -56,6 +56,29 @@ export ENTER_RATE_LIMIT_PER_IP=${ENTER_RATE_LIMIT_PER_IP:-0}
 export ORDER_SERVICE_PUBLIC_URL=${ORDER_SERVICE_PUBLIC_URL:-http://localhost:${api_port[order-service]}}
 export NOTIFICATION_SERVICE_PUBLIC_URL=${NOTIFICATION_SERVICE_PUBLIC_URL:-http://localhost:${api_port[notification-service]}}
 export CORS_ALLOWED_ORIGINS=${CORS_ALLOWED_ORIGINS:-http://localhost:$page_port,http://127.0.0.1:$page_port}
+# Web Push ("your turn" with the page closed): a VAPID pair made once on this
+# machine and kept in tmp/vapid.env (git ignores tmp/; a browser's
+# subscription is bound to the key, so it stays). Chrome, Firefox and Edge
+# on this machine then get the turn from their push services, which the
+# notification-service reaches over the internet. Without openssl, push is off.
+vapid_env=tmp/vapid.env
+if [[ -z ${PUSH_VAPID_PUBLIC_KEY:-} && ! -s $vapid_env ]] && command -v openssl >/dev/null 2>&1; then
+  mkdir -p tmp
+  pem=$(openssl ecparam -name prime256v1 -genkey -noout)
+  b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+  {
+    echo "PUSH_VAPID_PRIVATE_KEY=$(openssl ec -outform DER 2>/dev/null <<<"$pem" | tail -c +8 | head -c 32 | b64url)"
+    echo "PUSH_VAPID_PUBLIC_KEY=$(openssl ec -pubout -outform DER 2>/dev/null <<<"$pem" | tail -c 65 | b64url)"
+  } >"$vapid_env"
+  chmod 600 "$vapid_env"
+fi
+if [[ -z ${PUSH_VAPID_PUBLIC_KEY:-} && -s $vapid_env ]]; then
+  set -a
+  # shellcheck source=/dev/null
+  . "$vapid_env"
+  set +a
+  export PUSH_SUBJECT=${PUSH_SUBJECT:-mailto:dev@localhost.invalid}
+fi
 
 # A write to a gone reader fails instead of killing the script: SIGPIPE is
 # caught (a caught signal is reset in children, so they keep the default).
