@@ -66,6 +66,11 @@ const (
 	TypeOrderNotFound         = "order-not-found"
 	TypeTokenAlreadyUsed      = "token-already-used"
 	TypeIdempotencyInProgress = "idempotency-in-progress"
+
+	// TypePreconditionFailed (412): an admin write named the version it
+	// changes (If-Match) and the queue has changed since, or asked to
+	// create (If-None-Match: *) a queue that exists. Nothing was written.
+	TypePreconditionFailed = "precondition-failed"
 )
 
 // FieldError names one bad field of a request and what is wrong with it.

@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"time"
@@ -319,4 +322,16 @@ func (c Config) Validate() []FieldError {
 		add("maxOrdersPerUser", "must be between 0 (no limit) and %d", MaxMaxOrdersPerUser)
 	}
 	return errs
+}
+
+// ETag is a strong validator of c: the same knobs give the same tag, any
+// change another. The admin API sends it, and takes it back in If-Match so
+// that two operators do not overwrite each other's change unseen.
+func (c Config) ETag() string {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("queue: config does not marshal: %v", err)) // plain fields: cannot happen
+	}
+	sum := sha256.Sum256(b)
+	return `"` + hex.EncodeToString(sum[:12]) + `"`
 }

@@ -14,10 +14,57 @@ import (
 // a whole (some limits depend on other knobs); nothing is written when any
 // field is bad. It reports whether the queue was created.
 func (s *Service) Configure(ctx context.Context, q string, patch queue.Patch) (queue.Config, bool, error) {
+	return s.ConfigureIf(ctx, q, patch, Precondition{})
+}
+
+// Precondition is what an admin write expects of the queue it changes
+// (HTTP's If-Match and If-None-Match): checked against the stored knobs
+// in the same transaction as the write, so two operators cannot
+// overwrite each other's change unseen.
+type Precondition struct {
+	// IfMatch lists the ETags (queue.Config.ETag) the change is for; "*"
+	// is any version of an existing queue. Empty: no condition.
+	IfMatch []string
+	// IfNoneMatch (If-None-Match: *) creates only: the queue must not
+	// exist.
+	IfNoneMatch bool
+}
+
+// ErrPreconditionFailed: the queue is not the version the change was for
+// (or exists, for a create-only write). Nothing was written.
+var ErrPreconditionFailed = errors.New("the queue has changed since the version this change was made for")
+
+// holds reports whether a queue with the knobs cur (exists: it is there)
+// is what p expects.
+func (p Precondition) holds(cur queue.Config, exists bool) bool {
+	if p.IfNoneMatch && exists {
+		return false
+	}
+	if len(p.IfMatch) == 0 {
+		return true
+	}
+	if !exists {
+		return false
+	}
+	tag := cur.ETag()
+	for _, m := range p.IfMatch {
+		if m == "*" || m == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// ConfigureIf is Configure under a precondition: ErrPreconditionFailed,
+// and nothing written, when the queue is not what pre expects.
+func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, pre Precondition) (queue.Config, bool, error) {
 	if !queue.ValidID(q) {
 		return queue.Config{}, false, ErrInvalidQueueID
 	}
-	return s.queues.UpdateConfig(ctx, q, func(cur queue.Config, _ bool) (queue.Config, error) {
+	return s.queues.UpdateConfig(ctx, q, func(cur queue.Config, exists bool) (queue.Config, error) {
+		if !pre.holds(cur, exists) {
+			return cur, ErrPreconditionFailed
+		}
 		next := patch.Apply(cur)
 		errs := next.Validate()
 		if t := next.StartsAt; !t.IsZero() && !t.Equal(cur.StartsAt) {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -138,7 +139,11 @@ func (h *handler) putQueue(c *gin.Context) {
 		h.fail(c, &app.InvalidConfigError{Fields: errs})
 		return
 	}
-	_, created, err := h.svc.Configure(c, q, patch)
+	pre, ok := precondition(c)
+	if !ok {
+		return
+	}
+	_, created, err := h.svc.ConfigureIf(c, q, patch, pre)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -148,6 +153,7 @@ func (h *handler) putQueue(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	c.Header("ETag", cfg.ETag())
 	h.log.Info("queue configured", "queue", q, "created", created, "config", cfg)
 	status := http.StatusOK
 	if created {
@@ -166,7 +172,37 @@ func (h *handler) getQueue(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
+	c.Header("ETag", cfg.ETag())
 	c.JSON(http.StatusOK, newQueueView(q, cfg, st))
+}
+
+// precondition reads If-Match (a list of strong ETags, or *) and
+// If-None-Match (only * is meaningful for a write); a weak tag or another
+// If-None-Match is 400.
+func precondition(c *gin.Context) (app.Precondition, bool) {
+	var p app.Precondition
+	if v := strings.TrimSpace(c.GetHeader("If-Match")); v != "" {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag != "*" && (len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"') {
+				problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeBadRequest,
+					`If-Match takes the strong ETag a GET answered (in quotes), or *`))
+				c.Abort()
+				return p, false
+			}
+			p.IfMatch = append(p.IfMatch, tag)
+		}
+	}
+	if v := strings.TrimSpace(c.GetHeader("If-None-Match")); v != "" {
+		if v != "*" {
+			problem.Write(c.Writer, c.Request, problem.New(http.StatusBadRequest, problem.TypeBadRequest,
+				"a write takes only If-None-Match: * (create, never change)"))
+			c.Abort()
+			return p, false
+		}
+		p.IfNoneMatch = true
+	}
+	return p, true
 }
 
 func (h *handler) deleteQueue(c *gin.Context) {

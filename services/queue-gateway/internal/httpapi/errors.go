@@ -44,6 +44,8 @@ var problems = httpserver.NewProblems(
 		"this queue has started and its pre-queue was drawn: its startsAt can no longer change (create a new queue for another sale)")),
 	httpserver.Is(queue.ErrShardsFixed, problem.New(http.StatusConflict, problem.TypeShardsFixed,
 		"this queue has people in it (waiting, pre-queued, holding a token or ordering): its shards can change only once it is empty")),
+	httpserver.Is(app.ErrPreconditionFailed, problem.New(http.StatusPreconditionFailed, problem.TypePreconditionFailed,
+		"the queue has changed since the version you read (or exists, for If-None-Match: *): GET it again, look at the change, and send yours with its ETag")),
 	httpserver.Is(queue.ErrNotFound, problem.New(http.StatusNotFound, problem.TypeQueueNotFound, "no queue with this id")),
 	httpserver.Is(app.ErrNoWordings, problem.New(http.StatusNotFound, problem.TypeNotFound, "this gateway serves no page, so keeps no wording")),
 	httpserver.Is(queue.ErrClosed, problem.New(http.StatusConflict, problem.TypeQueueClosed, "this queue takes no new entries")),
