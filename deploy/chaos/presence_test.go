@@ -307,7 +307,16 @@ func presenceDrill(t *testing.T, r *rig, rdb redis.UniversalClient, drill, fault
 		}
 	}
 	if len(gone) != want {
-		t.Errorf("%d UserAbandoned events, want %d (every silent person not admitted)", len(gone), want)
+		// Say where the missing ones stand, for the next look at it.
+		var missing []string
+		for _, u := range silent {
+			if _, admitted := by[u]; admitted || slices.Contains(gone, u) {
+				continue
+			}
+			res := r.call(http.MethodGet, gateway.URL+"/api/v1/queues/"+r.q+"/position", u, "", "", nil)
+			missing = append(missing, fmt.Sprintf("%s: %d %v %v", u, res.status, res.body["state"], res.body["position"]))
+		}
+		t.Errorf("%d UserAbandoned events, want %d (every silent person not admitted); without one: %v", len(gone), want, missing)
 	}
 	summary(t, drill, len(order), len(pollers)-len(order), 0, len(returning), time.Duration(0))
 }
