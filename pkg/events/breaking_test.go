@@ -250,9 +250,11 @@ func TestBreaks(t *testing.T) {
 				`message waitingroom.v1.QueueDrawn removed`,
 				`message waitingroom.v1.OrderHealth removed`,
 				`message waitingroom.v1.UserAbandoned removed`,
+				`message waitingroom.v1.QueueChanged removed`,
 				`enum waitingroom.v1.TokenExpiredReason removed`,
 				`enum waitingroom.v1.OrderFailureReason removed`,
 				`enum waitingroom.v1.UserAbandonedReason removed`,
+				`enum waitingroom.v1.QueueChangeAction removed`,
 			},
 		},
 		{

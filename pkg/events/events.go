@@ -32,6 +32,7 @@ const (
 	RoutingKeyQueueDrawn    = "queue.drawn"
 	RoutingKeyOrderHealth   = "order.health"
 	RoutingKeyUserAbandoned = "user.abandoned"
+	RoutingKeyQueueChanged  = "queue.changed"
 )
 
 // ErrUnknownType is returned (wrapped) for a message or type name that is not
@@ -64,6 +65,7 @@ var registry = func() map[protoreflect.FullName]event {
 		{&waitingroomv1.QueueDrawn{}, RoutingKeyQueueDrawn},
 		{&waitingroomv1.OrderHealth{}, RoutingKeyOrderHealth},
 		{&waitingroomv1.UserAbandoned{}, RoutingKeyUserAbandoned},
+		{&waitingroomv1.QueueChanged{}, RoutingKeyQueueChanged},
 	} {
 		t := e.m.ProtoReflect().Type()
 		r[t.Descriptor().FullName()] = event{routingKey: e.key, typ: t}

@@ -46,6 +46,15 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
 			Sequence: unsigned(e.Seq), Reason: reason[waitingroomv1.UserAbandonedReason](waitingroomv1.UserAbandonedReason_value, "USER_ABANDONED_REASON_", e.Reason),
 		}, RoutingKeyUserAbandoned, nil
+	case queue.EventQueueChanged:
+		action := waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED
+		if e.Created {
+			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED
+		}
+		return &waitingroomv1.QueueChanged{
+			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.Actor, Action: action,
+			BeforeJson: e.Before, AfterJson: e.After, ClientAddress: e.Address, Etag: e.ETag,
+		}, RoutingKeyQueueChanged, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
 }

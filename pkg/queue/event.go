@@ -16,6 +16,9 @@ const (
 	// EventUserAbandoned: a person away (presence) past the queue's grace
 	// was removed from the line; Seq is the place they lost.
 	EventUserAbandoned = "UserAbandoned"
+	// EventQueueChanged: an operator created the queue or changed its
+	// knobs through the admin API; written with the change.
+	EventQueueChanged = "QueueChanged"
 )
 
 // Event is one entry of a queue's outbox: a state change to be published.
@@ -50,6 +53,12 @@ type Event struct {
 	// draw).
 	PreQueued, Placed, FirstSeq, LastSeq int64
 
+	// QueueChanged carries these: who (Actor, the admin's subject, from
+	// Address), Created or changed, the knobs Before (none when created)
+	// and After as JSON, and the new version's ETag.
+	Actor, Address, Before, After, ETag string
+	Created                             bool
+
 	// TraceParent and TraceState are the W3C trace context of what wrote
 	// the event (the restore that a failed order's OrderFailed set off, the
 	// admission tick), so its publish continues that trace however long
@@ -71,4 +80,11 @@ type OutboxBatch struct {
 	QueueID string
 	Events  []Event
 	Err     error
+}
+
+// Change says who changes a queue's knobs, for its QueueChanged event:
+// Actor is the operator's subject, Address where the request came from.
+// A zero Change writes no event (a change made by the system itself).
+type Change struct {
+	Actor, Address string
 }

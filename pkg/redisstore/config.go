@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -31,7 +32,15 @@ const maxUpdateAttempts = 100
 // they are all empty; otherwise it fails with queue.ErrShardsFixed and changes
 // nothing.
 func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error) {
-	out, created, reshard, err := s.updateConfig(ctx, q, update, 0)
+	return s.UpdateConfigBy(ctx, q, queue.Change{}, update)
+}
+
+// UpdateConfigBy is UpdateConfig on an operator's behalf: the write also
+// appends a QueueChanged event naming them, the knobs before and after,
+// to the queue's outbox in the same transaction, so every change written
+// has its event and a refused one has none.
+func (s *Store) UpdateConfigBy(ctx context.Context, q string, by queue.Change, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error) {
+	out, created, reshard, err := s.updateConfig(ctx, q, by, update, 0)
 	if created {
 		s.lines.forget(q) // a queue of this id deleted a moment ago had another key
 	}
@@ -47,7 +56,7 @@ func (s *Store) UpdateConfig(ctx context.Context, q string, update func(cur queu
 	if err != nil {
 		return out, false, errors.Join(err, s.releaseLines(ctx, q, reshard.from))
 	}
-	out, created, _, err = s.updateConfig(ctx, q, update, reshard.from)
+	out, created, _, err = s.updateConfig(ctx, q, by, update, reshard.from)
 	if err != nil {
 		return out, false, errors.Join(err, s.releaseLines(ctx, q, reshard.from))
 	}
@@ -90,7 +99,7 @@ var errReshardFirst = errors.New("hold the lines first")
 // updateConfig is one WATCH/MULTI round of UpdateConfig. held is the line
 // count whose lines are held for a change of it (0: none): a change from
 // any other count is returned as reshard, not written.
-func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error), held int) (queue.Config, bool, *lineCountChange, error) {
+func (s *Store) updateConfig(ctx context.Context, q string, by queue.Change, update func(cur queue.Config, exists bool) (queue.Config, error), held int) (queue.Config, bool, *lineCountChange, error) {
 	k := KeysFor(q)
 	var (
 		out       queue.Config
@@ -147,7 +156,17 @@ func (s *Store) updateConfig(ctx context.Context, q string, update func(cur queu
 				return err
 			}
 		}
+		var changed map[string]any
+		if by != (queue.Change{}) {
+			if changed, err = changeEvent(q, h, exists, cur, next, by); err != nil {
+				updateErr = err
+				return err
+			}
+		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if changed != nil {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: k.Outbox(), Values: changed})
+			}
 			if seed != "" {
 				p.HSet(ctx, k.Draw(), "state", string(queue.DrawScheduled), "seed", seed, "seedSha256", sha)
 				p.HSet(ctx, k.Config(), "drawPending", 1)
@@ -382,4 +401,42 @@ func startsAtMs(t time.Time) int64 {
 		return 0
 	}
 	return t.UnixMilli()
+}
+
+// changeEvent is the outbox entry of an operator's change of q from cur
+// (h its stored hash; exists: the queue was there) to next. Its id names
+// the queue's generation and the version the change makes, so it is the
+// same however often the relay publishes it.
+func changeEvent(q string, h map[string]string, exists bool, cur, next queue.Config, by queue.Change) (map[string]any, error) {
+	// The knobs as they will read back (the hash keeps times to the
+	// millisecond), so the ETag is the one a GET answers.
+	stored := map[string]string{}
+	for k, v := range encodeConfig(next) {
+		stored[k] = fmt.Sprint(v)
+	}
+	if back, err := decodeConfig(stored); err == nil {
+		next = back
+	}
+	after, err := json.Marshal(next)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	born, before, created := h["createdAtMs"], "", "1"
+	if exists {
+		b, err := json.Marshal(cur)
+		if err != nil {
+			return nil, err
+		}
+		before, created = string(b), "0"
+	}
+	if born == "" {
+		born = strconv.FormatInt(now, 10)
+	}
+	version, _ := strconv.ParseInt(h["version"], 10, 64)
+	return map[string]any{
+		"type": queue.EventQueueChanged, "eid": fmt.Sprintf("%s:%s:v%d.changed", q, born, version+1), "q": q,
+		"at": now, "actor": by.Actor, "addr": by.Address, "before": before, "after": string(after),
+		"etag": next.ETag(), "created": created,
+	}, nil
 }

@@ -188,6 +188,8 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			RemainingTTL: time.Duration(num("rem")) * time.Millisecond,
 			StartsAt:     ms("starts"), SeedSHA256: v("sha"), Seed: v("seed"),
 			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
+			Actor: v("actor"), Address: v("addr"), Before: v("before"), After: v("after"), ETag: v("etag"),
+			Created:     v("created") == "1",
 			TraceParent: v("tp"), TraceState: v("ts"),
 		})
 	}

@@ -219,6 +219,60 @@ func (UserAbandonedReason) EnumDescriptor() ([]byte, []int) {
 	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
+// QueueChangeAction says what an operator did to a queue.
+type QueueChangeAction int32
+
+const (
+	// Not set; a consumer seeing it (or a value it does not know) should
+	// read before_json and after_json.
+	QueueChangeAction_QUEUE_CHANGE_ACTION_UNSPECIFIED QueueChangeAction = 0
+	// The queue did not exist and was created.
+	QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED QueueChangeAction = 1
+	// Knobs of an existing queue were changed.
+	QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED QueueChangeAction = 2
+)
+
+// Enum value maps for QueueChangeAction.
+var (
+	QueueChangeAction_name = map[int32]string{
+		0: "QUEUE_CHANGE_ACTION_UNSPECIFIED",
+		1: "QUEUE_CHANGE_ACTION_CREATED",
+		2: "QUEUE_CHANGE_ACTION_CONFIGURED",
+	}
+	QueueChangeAction_value = map[string]int32{
+		"QUEUE_CHANGE_ACTION_UNSPECIFIED": 0,
+		"QUEUE_CHANGE_ACTION_CREATED":     1,
+		"QUEUE_CHANGE_ACTION_CONFIGURED":  2,
+	}
+)
+
+func (x QueueChangeAction) Enum() *QueueChangeAction {
+	p := new(QueueChangeAction)
+	*p = x
+	return p
+}
+
+func (x QueueChangeAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueChangeAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_waitingroom_v1_events_proto_enumTypes[3].Descriptor()
+}
+
+func (QueueChangeAction) Type() protoreflect.EnumType {
+	return &file_waitingroom_v1_events_proto_enumTypes[3]
+}
+
+func (x QueueChangeAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueChangeAction.Descriptor instead.
+func (QueueChangeAction) EnumDescriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
 // TokenIssued: a user reached the front of the line and was admitted. They now
 // hold an entry token for one order attempt. Routing key "token.issued";
 // published by the admission-dispatcher.
@@ -1344,6 +1398,134 @@ func (x *UserAbandoned) GetReason() UserAbandonedReason {
 	return UserAbandonedReason_USER_ABANDONED_REASON_UNSPECIFIED
 }
 
+// QueueChanged: an operator changed a queue through the admin API: created
+// it or changed its knobs (its state among them: OPEN, PAUSED, CLOSED).
+// Written in the same Redis transaction as the change, so every change
+// has exactly one such event and no event is written for a change that
+// did not happen. Routing key "queue.changed"; written by the
+// queue-gateway, published by the admission-dispatcher's relay with the
+// queue's other events.
+type QueueChanged struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this event, an opaque string (compare it, never parse it).
+	// A redelivered or republished event keeps its id: deduplicate by it.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// When the change was written (the gateway's clock).
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue changed.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// Who changed it: the "sub" claim of the operator's admin JWT.
+	UserId string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// What was done.
+	Action QueueChangeAction `protobuf:"varint,5,opt,name=action,proto3,enum=waitingroom.v1.QueueChangeAction" json:"action,omitempty"`
+	// The knobs before the change, as the admin API shows them (a JSON
+	// object); empty when the change created the queue.
+	BeforeJson string `protobuf:"bytes,6,opt,name=before_json,json=beforeJson,proto3" json:"before_json,omitempty"`
+	// The knobs after the change (a JSON object).
+	AfterJson string `protobuf:"bytes,7,opt,name=after_json,json=afterJson,proto3" json:"after_json,omitempty"`
+	// The address the change came from (the client address the gateway
+	// trusted, after its trusted proxies).
+	ClientAddress string `protobuf:"bytes,8,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
+	// The knobs' version after the change: the ETag the admin API answers,
+	// which a later change sends back in If-Match.
+	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueChanged) Reset() {
+	*x = QueueChanged{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueChanged) ProtoMessage() {}
+
+func (x *QueueChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueChanged.ProtoReflect.Descriptor instead.
+func (*QueueChanged) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueueChanged) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *QueueChanged) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetAction() QueueChangeAction {
+	if x != nil {
+		return x.Action
+	}
+	return QueueChangeAction_QUEUE_CHANGE_ACTION_UNSPECIFIED
+}
+
+func (x *QueueChanged) GetBeforeJson() string {
+	if x != nil {
+		return x.BeforeJson
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetAfterJson() string {
+	if x != nil {
+		return x.AfterJson
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetClientAddress() string {
+	if x != nil {
+		return x.ClientAddress
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetEtag() string {
+	if x != nil {
+		return x.Etag
+	}
+	return ""
+}
+
 var File_waitingroom_v1_events_proto protoreflect.FileDescriptor
 
 const file_waitingroom_v1_events_proto_rawDesc = "" +
@@ -1454,7 +1636,20 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
 	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x1a\n" +
 	"\bsequence\x18\x05 \x01(\x04R\bsequence\x12;\n" +
-	"\x06reason\x18\x06 \x01(\x0e2#.waitingroom.v1.UserAbandonedReasonR\x06reason*\x87\x01\n" +
+	"\x06reason\x18\x06 \x01(\x0e2#.waitingroom.v1.UserAbandonedReasonR\x06reason\"\xd0\x02\n" +
+	"\fQueueChanged\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\auser_id\x18\x04 \x01(\tR\x06userId\x129\n" +
+	"\x06action\x18\x05 \x01(\x0e2!.waitingroom.v1.QueueChangeActionR\x06action\x12\x1f\n" +
+	"\vbefore_json\x18\x06 \x01(\tR\n" +
+	"beforeJson\x12\x1d\n" +
+	"\n" +
+	"after_json\x18\a \x01(\tR\tafterJson\x12%\n" +
+	"\x0eclient_address\x18\b \x01(\tR\rclientAddress\x12\x12\n" +
+	"\x04etag\x18\t \x01(\tR\x04etag*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -1470,7 +1665,11 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"(ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED\x10\a*\\\n" +
 	"\x13UserAbandonedReason\x12%\n" +
 	"!USER_ABANDONED_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
-	"\x1aUSER_ABANDONED_REASON_AWAY\x10\x01BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
+	"\x1aUSER_ABANDONED_REASON_AWAY\x10\x01*}\n" +
+	"\x11QueueChangeAction\x12#\n" +
+	"\x1fQUEUE_CHANGE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bQUEUE_CHANGE_ACTION_CREATED\x10\x01\x12\"\n" +
+	"\x1eQUEUE_CHANGE_ACTION_CONFIGURED\x10\x02BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
 
 var (
 	file_waitingroom_v1_events_proto_rawDescOnce sync.Once
@@ -1484,45 +1683,49 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 	return file_waitingroom_v1_events_proto_rawDescData
 }
 
-var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
 	(UserAbandonedReason)(0),      // 2: waitingroom.v1.UserAbandonedReason
-	(*TokenIssued)(nil),           // 3: waitingroom.v1.TokenIssued
-	(*TokenRestored)(nil),         // 4: waitingroom.v1.TokenRestored
-	(*TokenExpired)(nil),          // 5: waitingroom.v1.TokenExpired
-	(*OrderCreated)(nil),          // 6: waitingroom.v1.OrderCreated
-	(*OrderFailed)(nil),           // 7: waitingroom.v1.OrderFailed
-	(*QueueStarted)(nil),          // 8: waitingroom.v1.QueueStarted
-	(*QueueDrawn)(nil),            // 9: waitingroom.v1.QueueDrawn
-	(*OrderHealth)(nil),           // 10: waitingroom.v1.OrderHealth
-	(*UserAbandoned)(nil),         // 11: waitingroom.v1.UserAbandoned
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(QueueChangeAction)(0),        // 3: waitingroom.v1.QueueChangeAction
+	(*TokenIssued)(nil),           // 4: waitingroom.v1.TokenIssued
+	(*TokenRestored)(nil),         // 5: waitingroom.v1.TokenRestored
+	(*TokenExpired)(nil),          // 6: waitingroom.v1.TokenExpired
+	(*OrderCreated)(nil),          // 7: waitingroom.v1.OrderCreated
+	(*OrderFailed)(nil),           // 8: waitingroom.v1.OrderFailed
+	(*QueueStarted)(nil),          // 9: waitingroom.v1.QueueStarted
+	(*QueueDrawn)(nil),            // 10: waitingroom.v1.QueueDrawn
+	(*OrderHealth)(nil),           // 11: waitingroom.v1.OrderHealth
+	(*UserAbandoned)(nil),         // 12: waitingroom.v1.UserAbandoned
+	(*QueueChanged)(nil),          // 13: waitingroom.v1.QueueChanged
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	12, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	12, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	12, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	14, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	14, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	12, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	12, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
-	12, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
-	12, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	14, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
+	14, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
 	2,  // 15: waitingroom.v1.UserAbandoned.reason:type_name -> waitingroom.v1.UserAbandonedReason
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	14, // 16: waitingroom.v1.QueueChanged.occurred_at:type_name -> google.protobuf.Timestamp
+	3,  // 17: waitingroom.v1.QueueChanged.action:type_name -> waitingroom.v1.QueueChangeAction
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -1535,8 +1738,8 @@ func file_waitingroom_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   9,
+			NumEnums:      4,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

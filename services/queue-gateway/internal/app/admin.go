@@ -14,7 +14,7 @@ import (
 // a whole (some limits depend on other knobs); nothing is written when any
 // field is bad. It reports whether the queue was created.
 func (s *Service) Configure(ctx context.Context, q string, patch queue.Patch) (queue.Config, bool, error) {
-	return s.ConfigureIf(ctx, q, patch, Precondition{})
+	return s.ConfigureIf(ctx, q, patch, Precondition{}, queue.Change{})
 }
 
 // Precondition is what an admin write expects of the queue it changes
@@ -55,13 +55,14 @@ func (p Precondition) holds(cur queue.Config, exists bool) bool {
 	return false
 }
 
-// ConfigureIf is Configure under a precondition: ErrPreconditionFailed,
-// and nothing written, when the queue is not what pre expects.
-func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, pre Precondition) (queue.Config, bool, error) {
+// ConfigureIf is Configure under a precondition, on an operator's behalf:
+// ErrPreconditionFailed, and nothing written, when the queue is not what
+// pre expects; a change written carries its QueueChanged event naming by.
+func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, pre Precondition, by queue.Change) (queue.Config, bool, error) {
 	if !queue.ValidID(q) {
 		return queue.Config{}, false, ErrInvalidQueueID
 	}
-	return s.queues.UpdateConfig(ctx, q, func(cur queue.Config, exists bool) (queue.Config, error) {
+	return s.queues.UpdateConfigBy(ctx, q, by, func(cur queue.Config, exists bool) (queue.Config, error) {
 		if !pre.holds(cur, exists) {
 			return cur, ErrPreconditionFailed
 		}

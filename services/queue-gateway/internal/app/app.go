@@ -34,7 +34,9 @@ type Line interface {
 // Queues is the operator's side (and the public view of a queue): the
 // knobs, the live figures, closing and removing, the list.
 type Queues interface {
-	UpdateConfig(ctx context.Context, q string, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
+	// UpdateConfigBy writes a change of q's knobs and, for an operator's
+	// change (by not zero), its QueueChanged event, in one transaction.
+	UpdateConfigBy(ctx context.Context, q string, by queue.Change, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	Close(ctx context.Context, q string) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)

@@ -50,7 +50,7 @@ func (m *memStore) Leave(context.Context, string, string) (bool, error) {
 	return true, nil
 }
 
-func (m *memStore) UpdateConfig(_ context.Context, q string, update func(queue.Config, bool) (queue.Config, error)) (queue.Config, bool, error) {
+func (m *memStore) UpdateConfigBy(_ context.Context, q string, _ queue.Change, update func(queue.Config, bool) (queue.Config, error)) (queue.Config, bool, error) {
 	m.calls["UpdateConfig"]++
 	cur, exists := m.configs[q]
 	if !exists {

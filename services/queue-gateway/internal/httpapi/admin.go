@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
@@ -143,7 +144,8 @@ func (h *handler) putQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
-	_, created, err := h.svc.ConfigureIf(c, q, patch, pre)
+	p, _ := auth.FromContext(c)
+	_, created, err := h.svc.ConfigureIf(c, q, patch, pre, queue.Change{Actor: p.UserID, Address: c.ClientIP()})
 	if err != nil {
 		h.fail(c, err)
 		return

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
+)
+
+// TestEveryQueueChangeIsPublishedWithItsOperator: an operator creates a
+// queue, pauses it and resumes it through the gateway's admin API; a
+// change for a stale version (412) and a bad one (400) are refused. The
+// dispatcher's relay publishes exactly three QueueChanged events, in
+// order, each naming the operator, the knobs before and after, and the
+// ETag the admin API answered for that version.
+func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
+	t.Parallel()
+	s := newSystem(t, false)
+	path := s.gateway.URL + "/admin/v1/queues/" + s.q
+	type answer struct {
+		status int
+		etag   string
+	}
+	put := func(user string, knobs map[string]any, ifMatch string) answer {
+		t.Helper()
+		tok, err := s.ver.Mint(user, "admin", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(knobs)
+		req, _ := http.NewRequest(http.MethodPut, path, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		return answer{res.StatusCode, res.Header.Get("ETag")}
+	}
+	created := put("ann@ops", map[string]any{"admissionRatePerSec": 5}, "")
+	paused := put("ann@ops", map[string]any{"state": "PAUSED"}, created.etag)
+	stale := put("bob@ops", map[string]any{"state": "CLOSED"}, created.etag)
+	bad := put("bob@ops", map[string]any{"admissionRatePerSec": -1}, "")
+	resumed := put("bob@ops", map[string]any{"state": "OPEN"}, paused.etag)
+	if created.status != 201 || paused.status != 200 || stale.status != 412 || bad.status != 400 || resumed.status != 200 {
+		t.Fatalf("statuses: create %d, pause %d, stale %d, bad %d, resume %d; want 201 200 412 400 200",
+			created.status, paused.status, stale.status, bad.status, resumed.status)
+	}
+
+	deadline := time.Now().Add(20 * time.Second)
+	for s.count("queue.changed") < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // a fourth would come now
+	var got []*waitingroomv1.QueueChanged
+	seen := map[string]bool{}
+	for _, d := range s.events.Keyed("queue.changed") {
+		var m waitingroomv1.QueueChanged
+		if err := proto.Unmarshal(d.Body, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m.GetQueueId() == s.q && !seen[m.GetEventId()] {
+			seen[m.GetEventId()] = true
+			got = append(got, &m)
+		}
+	}
+	if len(got) != 3 {
+		t.Fatalf("%d QueueChanged events for the queue, want 3 (create, pause, resume; none for the refused)", len(got))
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].GetOccurredAt().AsTime().Before(got[j].GetOccurredAt().AsTime()) })
+	state := func(js string) string {
+		var v struct {
+			State string `json:"state"`
+		}
+		if js == "" {
+			return ""
+		}
+		if err := json.Unmarshal([]byte(js), &v); err != nil {
+			t.Fatalf("knobs %q: %v", js, err)
+		}
+		return v.State
+	}
+	want := []struct {
+		user, before, after, etag string
+		action                    waitingroomv1.QueueChangeAction
+	}{
+		{"ann@ops", "", "OPEN", created.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED},
+		{"ann@ops", "OPEN", "PAUSED", paused.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED},
+		{"bob@ops", "PAUSED", "OPEN", resumed.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED},
+	}
+	for i, w := range want {
+		m := got[i]
+		if m.GetUserId() != w.user || state(m.GetBeforeJson()) != w.before || state(m.GetAfterJson()) != w.after ||
+			m.GetEtag() != w.etag || m.GetAction() != w.action || m.GetClientAddress() == "" {
+			t.Errorf("change %d: %v; want by %s, %q -> %q, ETag %s, %v", i, m, w.user, w.before, w.after, w.etag, w.action)
+		}
+	}
+}
