@@ -9,8 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/auth"
+	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/problem"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/queue-gateway/internal/app"
