@@ -78,7 +78,7 @@ func newRig(t *testing.T) *rig {
 func (r *rig) env(extra map[string]string) map[string]string {
 	m := map[string]string{
 		"REDIS_URL": r.redisURL, "AMQP_URL": r.amqpURL, "AMQP_EXCHANGE": r.exchange, "AUTH_JWT_SECRET": secret,
-		"ORDER_FAILED_QUEUE": r.exchange + ".order-failed", "ENTER_RATE_LIMIT_PER_IP": "0", "DISPATCH_QUEUES": r.q,
+		"ORDER_FAILED_QUEUE": r.exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": r.exchange + ".queue-changes", "ENTER_RATE_LIMIT_PER_IP": "0", "DISPATCH_QUEUES": r.q,
 		"SHUTDOWN_TIMEOUT": "3s",
 	}
 	if r.dbURL != "" {
@@ -96,7 +96,8 @@ func (r *rig) env(extra map[string]string) map[string]string {
 // deleteTopology removes the drill's exchange and queues from the broker at cleanup.
 func (r *rig) deleteTopology() {
 	r.t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(r.amqpURL, r.exchange, r.exchange+".listener", r.exchange+".order-failed", r.exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(r.amqpURL, r.exchange, r.exchange+".listener", r.exchange+".order-failed", r.exchange+".order-failed.dlq",
+			r.exchange+".queue-changes", r.exchange+".queue-changes.dlq")
 	})
 }
 

@@ -28,7 +28,7 @@ func newBypassSystem(t *testing.T) (*browserSystem, *testenv.RedisServer) {
 	exchange := "e2e." + testenv.ID(t)
 	amqpURL := testenv.AMQPURL(t)
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".queue-changes", exchange+".queue-changes.dlq")
 	})
 	gwPort, orderPort, deadPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
 	origin := func(port int) string { return fmt.Sprintf("http://127.0.0.1:%d", port) }
@@ -36,8 +36,8 @@ func newBypassSystem(t *testing.T) (*browserSystem, *testenv.RedisServer) {
 		m := map[string]string{
 			"AUTH_DEV_MODE": "true", "AUTH_JWT_SECRET": "",
 			"REDIS_URL": redis.URL(), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": exchange,
-			"ORDER_FAILED_QUEUE": exchange + ".order-failed",
-			"ENTRY_TOKEN_KEYS":   "e2e-bypass-entry-token-key-0123456789abcdef",
+			"ORDER_FAILED_QUEUE": exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": exchange + ".queue-changes",
+			"ENTRY_TOKEN_KEYS": "e2e-bypass-entry-token-key-0123456789abcdef",
 		}
 		for k, v := range extra {
 			m[k] = v

@@ -48,7 +48,8 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 	exchange := "e2e." + id
 	amqpURL := testenv.AMQPURL(t)
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".push")
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".push",
+			exchange+".queue-changes", exchange+".queue-changes.dlq")
 	})
 	// Addresses first: each service must know the others' before it starts.
 	gwPort, pollPort, orderPort, notifyPort, deadPort := testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)
@@ -58,7 +59,7 @@ func newBrowserSystem(t *testing.T, qs browserQueues) *browserSystem {
 		// Dev mode and no AUTH_JWT_SECRET: every service uses the shared dev secret.
 		"AUTH_DEV_MODE": "true", "AUTH_JWT_SECRET": "",
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": exchange,
-		"ORDER_FAILED_QUEUE": exchange + ".order-failed",
+		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": exchange + ".queue-changes",
 	}
 	with := func(extra map[string]string) map[string]string {
 		m := map[string]string{}

@@ -18,7 +18,9 @@ import (
 // change for a stale version (412) and a bad one (400) are refused. The
 // dispatcher's relay publishes exactly three QueueChanged events, in
 // order, each naming the operator, the knobs before and after, and the
-// ETag the admin API answered for that version.
+// ETag the admin API answered for that version; the order-service's audit
+// trail lists the same three, newest first, to an admin and to nobody
+// else (403 for a user's token, 401 without one).
 func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, false)
@@ -104,5 +106,36 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 			m.GetEtag() != w.etag || m.GetAction() != w.action || m.GetClientAddress() == "" {
 			t.Errorf("change %d: %v; want by %s, %q -> %q, ETag %s, %v", i, m, w.user, w.before, w.after, w.etag, w.action)
 		}
+	}
+
+	// The audit trail, from the order-service.
+	auditURL := s.order.URL + "/admin/v1/audit?queueId=" + s.q
+	var trail []any
+	for deadline := time.Now().Add(20 * time.Second); len(trail) < 3 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		st, v := s.call(http.MethodGet, auditURL, "carol@ops", "admin", "", nil)
+		if st != http.StatusOK {
+			t.Fatalf("audit trail: %d %v", st, v)
+		}
+		trail, _ = v["changes"].([]any)
+	}
+	if len(trail) != 3 {
+		t.Fatalf("audit trail: %d changes, want 3", len(trail))
+	}
+	for i, c := range trail {
+		row := c.(map[string]any)
+		w := want[len(want)-1-i] // newest first
+		after, _ := json.Marshal(row["after"])
+		if row["actor"] != w.user || row["etag"] != w.etag || state(string(after)) != w.after || row["eventId"] != got[len(got)-1-i].GetEventId() {
+			t.Errorf("audit row %d: %v; want by %s, state %s, ETag %s", i, row, w.user, w.after, w.etag)
+		}
+	}
+	if row := trail[2].(map[string]any); row["before"] != nil || row["action"] != "CREATED" {
+		t.Errorf("the create's row: before %v, action %v; want null and CREATED", row["before"], row["action"])
+	}
+	if st, _ := s.call(http.MethodGet, auditURL, "mallory", "", "", nil); st != http.StatusForbidden {
+		t.Errorf("audit trail with a user's token: %d, want 403", st)
+	}
+	if st, _ := s.call(http.MethodGet, auditURL, "", "", "", nil); st != http.StatusUnauthorized {
+		t.Errorf("audit trail without a token: %d, want 401", st)
 	}
 }

@@ -68,7 +68,7 @@ func newSystemWith(t *testing.T, o systemOptions) *system {
 	}
 	common := merged(map[string]string{
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": s.exchange, "AUTH_JWT_SECRET": secret,
-		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed",
+		"ORDER_FAILED_QUEUE": s.exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": s.exchange + ".queue-changes",
 	}, o.env)
 	orderAMQP := amqpURL
 	if o.cutOrderBroker {
@@ -108,7 +108,8 @@ func (s *system) listen(url string) {
 func (s *system) count(key string) int { return len(s.events.Keyed(key)) }
 
 func (s *system) cleanup(url string) {
-	testenv.DeleteAMQPTopology(url, s.exchange, s.exchange+".listener", s.exchange+".order-failed", s.exchange+".order-failed.dlq")
+	testenv.DeleteAMQPTopology(url, s.exchange, s.exchange+".listener", s.exchange+".order-failed", s.exchange+".order-failed.dlq",
+		s.exchange+".queue-changes", s.exchange+".queue-changes.dlq")
 }
 
 func (s *system) call(method, url, user, role, entryToken string, body any) (int, map[string]any) {

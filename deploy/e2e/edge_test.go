@@ -21,11 +21,11 @@ func edgeEnv(t *testing.T, readTimeout time.Duration, extra map[string]string) m
 	exchange := "e2e." + testenv.ID(t)
 	amqpURL := testenv.AMQPURL(t)
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".queue-changes", exchange+".queue-changes.dlq")
 	})
 	env := map[string]string{
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": exchange, "AUTH_JWT_SECRET": secret,
-		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "DATABASE_URL": testenv.PostgresURL(t),
+		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": exchange + ".queue-changes", "DATABASE_URL": testenv.PostgresURL(t),
 		"DISPATCH_QUEUES":   testenv.ID(t),
 		"HTTP_READ_TIMEOUT": readTimeout.String(), "HTTP_WRITE_TIMEOUT": (2 * readTimeout).String(),
 	}

@@ -138,14 +138,14 @@ func startRunScript(t *testing.T, stop runTimeouts) *runScript {
 	exchange := "e2e." + id
 	amqpURL, redisURL := testenv.AMQPURL(t), testenv.RedisURL(t)
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(amqpURL, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".queue-changes", exchange+".queue-changes.dlq")
 	})
 	testenv.PurgeAtCleanup(t, redisURL, id)
 	r := &runScript{t: t, stop: stop.stop, bin: testenv.BuildServices(t), marker: "WAITINGROOM_RUN_SCRIPT_TEST=" + id, done: make(chan struct{})}
 	portVars := []string{"GATEWAY_PORT", "ORDERS_PORT", "NOTIFICATIONS_PORT",
 		"GATEWAY_OPS_PORT", "ORDERS_OPS_PORT", "NOTIFICATIONS_OPS_PORT", "DISPATCHER_OPS_PORT"}
 	env := []string{r.marker, "BIN_DIR=" + r.bin, "DEMO_QUEUE=" + id, "DISPATCH_QUEUES=" + id,
-		"REDIS_URL=" + redisURL, "AMQP_URL=" + amqpURL, "AMQP_EXCHANGE=" + exchange, "ORDER_FAILED_QUEUE=" + exchange + ".order-failed",
+		"REDIS_URL=" + redisURL, "AMQP_URL=" + amqpURL, "AMQP_EXCHANGE=" + exchange, "ORDER_FAILED_QUEUE=" + exchange + ".order-failed", "QUEUE_CHANGES_QUEUE=" + exchange + ".queue-changes",
 		"DATABASE_URL=" + testenv.PostgresURL(t),
 		fmt.Sprintf("STOP_TIMEOUT=%d", int(stop.stop.Seconds())), "SHUTDOWN_TIMEOUT=" + stop.shutdown.String(),
 		"HTTP_READ_TIMEOUT=" + stop.read.String(), "HTTP_WRITE_TIMEOUT=" + stop.read.String()}

@@ -160,11 +160,11 @@ func serviceEnv(t *testing.T, svc service, id string) map[string]string {
 	amqp := testenv.AMQPURL(t)
 	exchange := "images." + id
 	t.Cleanup(func() {
-		testenv.DeleteAMQPTopology(amqp, exchange, exchange+".order-failed", exchange+".order-failed.dlq")
+		testenv.DeleteAMQPTopology(amqp, exchange, exchange+".order-failed", exchange+".order-failed.dlq", exchange+".queue-changes", exchange+".queue-changes.dlq")
 	})
 	env := map[string]string{
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqp, "AMQP_EXCHANGE": exchange,
-		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "AUTH_JWT_SECRET": "images-test-secret-of-at-least-32-bytes",
+		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": exchange + ".queue-changes", "AUTH_JWT_SECRET": "images-test-secret-of-at-least-32-bytes",
 		"DISPATCH_QUEUES": id,
 	}
 	if svc.database {

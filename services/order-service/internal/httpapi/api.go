@@ -11,6 +11,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
@@ -18,7 +19,9 @@ import (
 type Options struct {
 	// Service runs every use case: the handlers reach the database only
 	// through it.
-	Service  *order.Service
+	Service *order.Service
+	// Audit lists the operators' changes of the queues.
+	Audit    *audit.Service
 	Verifier *auth.Verifier
 	Log      *slog.Logger
 	Registry *prometheus.Registry
@@ -38,8 +41,8 @@ type handler struct {
 
 // New returns the order-service's routes.
 func New(o Options) (http.Handler, error) {
-	if o.Service == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
-		return nil, errors.New("httpapi: service, verifier, log, registry and health are required")
+	if o.Service == nil || o.Audit == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
+		return nil, errors.New("httpapi: service, audit, verifier, log, registry and health are required")
 	}
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
 		Service: "order-service", Log: o.Log, Registry: o.Registry, Health: o.Health, TrustedProxies: o.TrustedProxies, CORSOrigins: o.CORSOrigins,
@@ -60,6 +63,7 @@ func New(o Options) (http.Handler, error) {
 	api.GET("/products", lim.public, h.listProducts)
 	admin := e.Group("/admin/v1", user, auth.RequireAdmin())
 	admin.PUT("/products/:productId", h.putProduct)
+	admin.GET("/audit", auditRoutes{trail: o.Audit, log: o.Log}.list)
 	httpserver.ServeOpenAPI(e, OpenAPI)
 	return e, nil
 }

@@ -125,6 +125,11 @@ type Config struct {
 	// sets no maxOrdersPerUser while Redis is down and the queue fails
 	// OPEN; 0: no bound beyond the queue's.
 	FailOpenMaxOrdersPerUser int64 `env:"FAIL_OPEN_MAX_ORDERS_PER_USER" envDefault:"1"`
+	// QueueChangesQueue is the quorum queue the replicas share to store
+	// the operators' changes of the queues (QueueChanged, queue.changed)
+	// in the audit trail, GET /admin/v1/audit. Deployments on one RabbitMQ
+	// vhost with different exchanges need different names.
+	QueueChangesQueue string `env:"QUEUE_CHANGES_QUEUE" envDefault:"order-service.queue-changes"`
 }
 
 // minRetention is the shortest retention allowed: an outbox row's event id
@@ -157,6 +162,9 @@ func replicaID() string {
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.CORS.Check(), c.HTTP.Check())
+	if c.QueueChangesQueue == "" || len(c.QueueChangesQueue) > 200 {
+		errs = append(errs, errors.New("QUEUE_CHANGES_QUEUE: a queue name of 1 to 200 bytes"))
+	}
 	if c.FailOpenMaxOrdersPerUser < 0 {
 		errs = append(errs, errors.New("FAIL_OPEN_MAX_ORDERS_PER_USER must be 0 (no bound) or positive"))
 	}

@@ -158,6 +158,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	s.cfg.AMQP.Exchange = "test." + id
 	// The stand-in restorer consumes what the dispatcher would.
 	s.cfg.OrderFailedQueue, s.cfg.OrderFailedDeliveryLimit = s.cfg.AMQP.Exchange+".restorer", 20
+	s.cfg.QueueChangesQueue = s.cfg.AMQP.Exchange + ".queue-changes"
 	if o.pgProxy {
 		s.pgProxy = testenv.StartProxy(t, "127.0.0.1:5432")
 		s.cfg.Database.URL = testenv.PostgresURLVia(t, s.dbURL, s.pgProxy.Addr())
@@ -280,7 +281,8 @@ func (s *stack) received(typ proto.Message) []broker.Delivery {
 }
 
 func deleteTopology(url, exchange string) {
-	testenv.DeleteAMQPTopology(url, exchange, exchange+".listener", exchange+".restorer", exchange+".restorer.dlq", exchange+".health")
+	testenv.DeleteAMQPTopology(url, exchange, exchange+".listener", exchange+".restorer", exchange+".restorer.dlq", exchange+".health",
+		exchange+".queue-changes", exchange+".queue-changes.dlq")
 }
 
 func (s *stack) admit(users ...string) map[string]string {

@@ -25,6 +25,7 @@ func TestServiceLifecycle(t *testing.T) {
 	cfg.AMQP.URL = testenv.AMQPURL(t)
 	cfg.AMQP.Exchange = "test." + id
 	cfg.OrderFailedQueue, cfg.OrderFailedDeliveryLimit = cfg.AMQP.Exchange+".restorer", 20
+	cfg.QueueChangesQueue = cfg.AMQP.Exchange + ".queue-changes"
 	t.Cleanup(func() { deleteTopology(cfg.AMQP.URL, cfg.AMQP.Exchange) })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	testenv.CheckLifecycle(t, func(ctx context.Context) (*Service, error) { return New(ctx, cfg, log) },

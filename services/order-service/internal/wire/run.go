@@ -12,6 +12,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/grant"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
@@ -101,7 +102,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
+	trail := audit.New(db)
+	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: trail, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins, Limits: local})
 	if err != nil {
 		return nil, err
@@ -118,6 +120,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 			declared.Store(true)
 		}
 		return nil
+	})
+	b.Group.Go("queue changes", func(ctx context.Context) error {
+		return conn.Consume(ctx, queueChanges(cfg.QueueChangesQueue), recordChange(trail, log))
 	})
 	b.Group.Go("queue configurations", configs.Run)
 	b.Group.Go("outbox relay", func(ctx context.Context) error {
