@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,11 +17,12 @@ import (
 // TestEveryQueueChangeIsPublishedWithItsOperator: an operator creates a
 // queue, pauses it and resumes it through the gateway's admin API; a
 // change for a stale version (412) and a bad one (400) are refused. The
-// dispatcher's relay publishes exactly three QueueChanged events, in
-// order, each naming the operator, the knobs before and after, and the
-// ETag the admin API answered for that version; the order-service's audit
-// trail lists the same three, newest first, to an admin and to nobody
-// else (403 for a user's token, 401 without one).
+// dispatcher's relay publishes exactly five QueueChanged events, in
+// order: the three changes, each naming the operator, the knobs before
+// and after, and the ETag the admin API answered for that version, and
+// the two refusals with the change asked for and why; the order-service's
+// audit trail lists the same five, newest first, to an admin and to
+// nobody else (403 for a user's token, 401 without one).
 func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	t.Parallel()
 	s := newSystem(t, false)
@@ -60,10 +62,10 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	}
 
 	deadline := time.Now().Add(20 * time.Second)
-	for s.count("queue.changed") < 3 && time.Now().Before(deadline) {
+	for s.count("queue.changed") < 5 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // a fourth would come now
+	time.Sleep(time.Second) // a sixth would come now
 	var got []*waitingroomv1.QueueChanged
 	seen := map[string]bool{}
 	for _, d := range s.events.Keyed("queue.changed") {
@@ -76,8 +78,8 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 			got = append(got, &m)
 		}
 	}
-	if len(got) != 3 {
-		t.Fatalf("%d QueueChanged events for the queue, want 3 (create, pause, resume; none for the refused)", len(got))
+	if len(got) != 5 {
+		t.Fatalf("%d QueueChanged events for the queue, want 5 (create, pause, two refusals, resume)", len(got))
 	}
 	sort.Slice(got, func(i, j int) bool { return got[i].GetOccurredAt().AsTime().Before(got[j].GetOccurredAt().AsTime()) })
 	state := func(js string) string {
@@ -92,44 +94,53 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 		}
 		return v.State
 	}
+	applied, refused := waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_APPLIED, waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_REFUSED
+	configured := waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED
 	want := []struct {
-		user, before, after, etag string
-		action                    waitingroomv1.QueueChangeAction
+		user, before, after, etag, refusal string
+		action                             waitingroomv1.QueueChangeAction
+		outcome                            waitingroomv1.QueueChangeOutcome
 	}{
-		{"ann@ops", "", "OPEN", created.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED},
-		{"ann@ops", "OPEN", "PAUSED", paused.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED},
-		{"bob@ops", "PAUSED", "OPEN", resumed.etag, waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED},
+		{"ann@ops", "", "OPEN", created.etag, "", waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED, applied},
+		{"ann@ops", "OPEN", "PAUSED", paused.etag, "", configured, applied},
+		{"bob@ops", "", "CLOSED", "", "precondition-failed", configured, refused},
+		{"bob@ops", "", "", "", "validation-failed", configured, refused},
+		{"bob@ops", "PAUSED", "OPEN", resumed.etag, "", configured, applied},
 	}
 	for i, w := range want {
 		m := got[i]
 		if m.GetUserId() != w.user || state(m.GetBeforeJson()) != w.before || state(m.GetAfterJson()) != w.after ||
-			m.GetEtag() != w.etag || m.GetAction() != w.action || m.GetClientAddress() == "" {
-			t.Errorf("change %d: %v; want by %s, %q -> %q, ETag %s, %v", i, m, w.user, w.before, w.after, w.etag, w.action)
+			m.GetEtag() != w.etag || m.GetAction() != w.action || m.GetOutcome() != w.outcome || m.GetRefusal() != w.refusal ||
+			m.GetClientAddress() == "" {
+			t.Errorf("change %d: %v; want by %s, %q -> %q, ETag %s, %v %v %s", i, m, w.user, w.before, w.after, w.etag, w.action, w.outcome, w.refusal)
 		}
 	}
 
 	// The audit trail, from the order-service.
 	auditURL := s.order.URL + "/admin/v1/audit?queueId=" + s.q
 	var trail []any
-	for deadline := time.Now().Add(20 * time.Second); len(trail) < 3 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(trail) < 5 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		st, v := s.call(http.MethodGet, auditURL, "carol@ops", "admin", "", nil)
 		if st != http.StatusOK {
 			t.Fatalf("audit trail: %d %v", st, v)
 		}
 		trail, _ = v["changes"].([]any)
 	}
-	if len(trail) != 3 {
-		t.Fatalf("audit trail: %d changes, want 3", len(trail))
+	if len(trail) != 5 {
+		t.Fatalf("audit trail: %d changes, want 5", len(trail))
 	}
 	for i, c := range trail {
 		row := c.(map[string]any)
 		w := want[len(want)-1-i] // newest first
 		after, _ := json.Marshal(row["after"])
-		if row["actor"] != w.user || row["etag"] != w.etag || state(string(after)) != w.after || row["eventId"] != got[len(got)-1-i].GetEventId() {
-			t.Errorf("audit row %d: %v; want by %s, state %s, ETag %s", i, row, w.user, w.after, w.etag)
+		outcome := strings.TrimPrefix(w.outcome.String(), "QUEUE_CHANGE_OUTCOME_")
+		refusal, _ := row["refusal"].(string)
+		if row["actor"] != w.user || row["etag"] != w.etag || state(string(after)) != w.after || row["eventId"] != got[len(got)-1-i].GetEventId() ||
+			row["outcome"] != outcome || refusal != w.refusal {
+			t.Errorf("audit row %d: %v; want by %s, state %s, ETag %s, %s %s", i, row, w.user, w.after, w.etag, outcome, w.refusal)
 		}
 	}
-	if row := trail[2].(map[string]any); row["before"] != nil || row["action"] != "CREATED" {
+	if row := trail[4].(map[string]any); row["before"] != nil || row["action"] != "CREATED" {
 		t.Errorf("the create's row: before %v, action %v; want null and CREATED", row["before"], row["action"])
 	}
 	if st, _ := s.call(http.MethodGet, auditURL, "mallory", "", "", nil); st != http.StatusForbidden {

@@ -254,6 +254,7 @@ func TestBreaks(t *testing.T) {
 				`enum waitingroom.v1.TokenExpiredReason removed`,
 				`enum waitingroom.v1.OrderFailureReason removed`,
 				`enum waitingroom.v1.UserAbandonedReason removed`,
+				`enum waitingroom.v1.QueueChangeOutcome removed`,
 				`enum waitingroom.v1.QueueChangeAction removed`,
 			},
 		},

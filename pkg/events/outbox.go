@@ -54,6 +54,8 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 		return &waitingroomv1.QueueChanged{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.Actor, Action: action,
 			BeforeJson: e.Before, AfterJson: e.After, ClientAddress: e.Address, Etag: e.ETag,
+			Outcome: reason[waitingroomv1.QueueChangeOutcome](waitingroomv1.QueueChangeOutcome_value, "QUEUE_CHANGE_OUTCOME_", e.Outcome),
+			Refusal: e.Refusal,
 		}, RoutingKeyQueueChanged, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)

@@ -55,9 +55,11 @@ type Event struct {
 
 	// QueueChanged carries these: who (Actor, the admin's subject, from
 	// Address), Created or changed, the knobs Before (none when created)
-	// and After as JSON, and the new version's ETag.
+	// and After as JSON, and the new version's ETag; Outcome APPLIED, or
+	// REFUSED with the Refusal (then After is the change asked for).
 	Actor, Address, Before, After, ETag string
 	Created                             bool
+	Outcome, Refusal                    string
 
 	// TraceParent and TraceState are the W3C trace context of what wrote
 	// the event (the restore that a failed order's OrderFailed set off, the
@@ -83,8 +85,16 @@ type OutboxBatch struct {
 }
 
 // Change says who changes a queue's knobs, for its QueueChanged event:
-// Actor is the operator's subject, Address where the request came from.
-// A zero Change writes no event (a change made by the system itself).
+// Actor is the operator's subject, Address where the request came from,
+// Asked the request's knobs as sent (a JSON object), which a refusal
+// records. A zero Change writes no event (a change made by the system
+// itself).
 type Change struct {
-	Actor, Address string
+	Actor, Address, Asked string
 }
+
+// Change outcomes, as QueueChanged carries them.
+const (
+	ChangeApplied = "APPLIED"
+	ChangeRefused = "REFUSED"
+)

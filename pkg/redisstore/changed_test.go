@@ -9,6 +9,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/events"
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
@@ -102,5 +103,51 @@ func TestAnOperatorsChangeIsWrittenWithItsEvent(t *testing.T) {
 	}
 	if changed.GetEtag() != annVersion.ETag() || changed.GetEtag() == cur.ETag() {
 		t.Errorf("the change's ETag %q: want its own version's %q, not the current %q", changed.GetEtag(), annVersion.ETag(), cur.ETag())
+	}
+}
+
+// TestARefusedChangeIsRecordedOnlyForAQueueThatExists: a refused change of
+// an existing queue puts one QueueChanged of outcome REFUSED (who, the
+// change asked for, why) in its outbox and changes nothing else; for a
+// queue that does not exist nothing is written, not even an outbox key.
+func TestARefusedChangeIsRecordedOnlyForAQueueThatExists(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := context.Background()
+	q, missing := testenv.ID(t), testenv.ID(t)+"-none"
+	t.Cleanup(func() { _ = s.Purge(ctx, q) })
+	if _, _, err := s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	before, _, _ := s.Config(ctx, q)
+	bob := queue.Change{Actor: "bob@ops", Address: "198.51.100.9", Asked: `{"admissionRatePerSec": -1}`}
+	if ok, err := s.RefuseChange(ctx, q, bob, "validation-failed"); err != nil || !ok {
+		t.Fatalf("refusal of an existing queue's change: %v, %v", ok, err)
+	}
+	if ok, err := s.RefuseChange(ctx, missing, bob, "validation-failed"); err != nil || ok {
+		t.Fatalf("refusal for a missing queue: %v, %v; want nothing recorded", ok, err)
+	}
+	if n := rdb.Exists(ctx, redisstore.KeysFor(missing).Outbox(), redisstore.KeysFor(missing).Config()).Val(); n != 0 {
+		t.Fatalf("%d keys of the missing queue exist after its refusal", n)
+	}
+	after, _, _ := s.Config(ctx, q)
+	if after.ETag() != before.ETag() {
+		t.Fatal("a refusal changed the queue's knobs")
+	}
+	if err := s.EnsureOutboxGroup(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.ReadOutboxes(ctx, "test-relay", 100, []queue.OutboxRead{{QueueID: q}})
+	if err != nil || len(b) != 1 || len(b[0].Events) != 1 {
+		t.Fatalf("outbox: %v %+v; want the one refusal", err, b)
+	}
+	m, _, err := events.FromOutbox(b[0].Events[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.(*waitingroomv1.QueueChanged)
+	if got.GetOutcome() != waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_REFUSED || got.GetRefusal() != "validation-failed" ||
+		got.GetUserId() != "bob@ops" || got.GetAfterJson() != bob.Asked || got.GetBeforeJson() != "" || got.GetQueueId() != q {
+		t.Errorf("the refusal's event: %v", got)
 	}
 }

@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -437,6 +439,24 @@ func changeEvent(q string, h map[string]string, exists bool, cur, next queue.Con
 	return map[string]any{
 		"type": queue.EventQueueChanged, "eid": fmt.Sprintf("%s:%s:v%d.changed", q, born, version+1), "q": q,
 		"at": now, "actor": by.Actor, "addr": by.Address, "before": before, "after": string(after),
-		"etag": next.ETag(), "created": created,
+		"etag": next.ETag(), "created": created, "outcome": queue.ChangeApplied,
 	}, nil
+}
+
+// RefuseChange records that an operator's change of q was refused (reason:
+// the problem type answered) in q's outbox, as a QueueChanged of outcome
+// REFUSED, when q exists; it reports whether it did. Nothing else is
+// written.
+func (s *Store) RefuseChange(ctx context.Context, q string, by queue.Change, reason string) (bool, error) {
+	id := make([]byte, 8)
+	_, _ = crand.Read(id)
+	k := KeysFor(q)
+	fields := []any{"type", queue.EventQueueChanged, "eid", q + ":" + hex.EncodeToString(id) + ".refused", "q", q,
+		"at", time.Now().UnixMilli(), "actor", by.Actor, "addr", by.Address, "after", by.Asked, "created", "0",
+		"outcome", queue.ChangeRefused, "refusal", reason}
+	n, err := refusedScript.Run(ctx, s.rdb, []string{k.Config(), k.Outbox()}, fields...).Int64()
+	if err != nil {
+		return false, fmt.Errorf("refused change %s: %w", q, classify(err))
+	}
+	return n == 1, nil
 }

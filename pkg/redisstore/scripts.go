@@ -47,6 +47,7 @@ var (
 	presenceScript = script("presence")
 	textsScript    = script("texts")
 	pushScript     = script("push")
+	refusedScript  = script("refused")
 )
 
 // DispatcherScripts are the scripts the admission-dispatcher runs.
@@ -56,7 +57,8 @@ var DispatcherScripts = []*redis.Script{leaseScript, issueScript, restoreScript,
 var OrderScripts = []*redis.Script{checkScript, consumeScript, settleScript, restoreScript, overdueScript}
 
 // GatewayScripts are the scripts the gateway runs.
-var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript, textsScript}
+var GatewayScripts = []*redis.Script{enterScript, positionScript, leaveScript, statsScript, closeScript, frontierScript, presenceScript, textsScript,
+	refusedScript}
 
 // NotificationScripts are the scripts the notification-service runs: it
 // reads positions and frontiers, records the sightings of open event

@@ -219,6 +219,59 @@ func (UserAbandonedReason) EnumDescriptor() ([]byte, []int) {
 	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
+// QueueChangeOutcome says whether an operator's change was written.
+type QueueChangeOutcome int32
+
+const (
+	// Not set: treat as APPLIED.
+	QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_UNSPECIFIED QueueChangeOutcome = 0
+	// The change was written.
+	QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_APPLIED QueueChangeOutcome = 1
+	// The change was refused and nothing was written.
+	QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_REFUSED QueueChangeOutcome = 2
+)
+
+// Enum value maps for QueueChangeOutcome.
+var (
+	QueueChangeOutcome_name = map[int32]string{
+		0: "QUEUE_CHANGE_OUTCOME_UNSPECIFIED",
+		1: "QUEUE_CHANGE_OUTCOME_APPLIED",
+		2: "QUEUE_CHANGE_OUTCOME_REFUSED",
+	}
+	QueueChangeOutcome_value = map[string]int32{
+		"QUEUE_CHANGE_OUTCOME_UNSPECIFIED": 0,
+		"QUEUE_CHANGE_OUTCOME_APPLIED":     1,
+		"QUEUE_CHANGE_OUTCOME_REFUSED":     2,
+	}
+)
+
+func (x QueueChangeOutcome) Enum() *QueueChangeOutcome {
+	p := new(QueueChangeOutcome)
+	*p = x
+	return p
+}
+
+func (x QueueChangeOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueueChangeOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_waitingroom_v1_events_proto_enumTypes[3].Descriptor()
+}
+
+func (QueueChangeOutcome) Type() protoreflect.EnumType {
+	return &file_waitingroom_v1_events_proto_enumTypes[3]
+}
+
+func (x QueueChangeOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueueChangeOutcome.Descriptor instead.
+func (QueueChangeOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
 // QueueChangeAction says what an operator did to a queue.
 type QueueChangeAction int32
 
@@ -257,11 +310,11 @@ func (x QueueChangeAction) String() string {
 }
 
 func (QueueChangeAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_waitingroom_v1_events_proto_enumTypes[3].Descriptor()
+	return file_waitingroom_v1_events_proto_enumTypes[4].Descriptor()
 }
 
 func (QueueChangeAction) Type() protoreflect.EnumType {
-	return &file_waitingroom_v1_events_proto_enumTypes[3]
+	return &file_waitingroom_v1_events_proto_enumTypes[4]
 }
 
 func (x QueueChangeAction) Number() protoreflect.EnumNumber {
@@ -270,7 +323,7 @@ func (x QueueChangeAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QueueChangeAction.Descriptor instead.
 func (QueueChangeAction) EnumDescriptor() ([]byte, []int) {
-	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 // TokenIssued: a user reached the front of the line and was admitted. They now
@@ -1399,10 +1452,10 @@ func (x *UserAbandoned) GetReason() UserAbandonedReason {
 }
 
 // QueueChanged: an operator changed a queue through the admin API: created
-// it or changed its knobs (its state among them: OPEN, PAUSED, CLOSED).
-// Written in the same Redis transaction as the change, so every change
-// has exactly one such event and no event is written for a change that
-// did not happen. Routing key "queue.changed"; written by the
+// it or changed its knobs (its state among them: OPEN, PAUSED, CLOSED), or
+// tried to and was refused (outcome). An applied change's event is written
+// in the same Redis transaction as the change, so every change has exactly
+// one; a refusal of a change to an existing queue is written after it. Routing key "queue.changed"; written by the
 // queue-gateway, published by the admission-dispatcher's relay with the
 // queue's other events.
 type QueueChanged struct {
@@ -1427,8 +1480,16 @@ type QueueChanged struct {
 	// trusted, after its trusted proxies).
 	ClientAddress string `protobuf:"bytes,8,opt,name=client_address,json=clientAddress,proto3" json:"client_address,omitempty"`
 	// The knobs' version after the change: the ETag the admin API answers,
-	// which a later change sends back in If-Match.
-	Etag          string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// which a later change sends back in If-Match. For a refused change,
+	// the version that stayed.
+	Etag string `protobuf:"bytes,9,opt,name=etag,proto3" json:"etag,omitempty"`
+	// Whether the change was written. A refused one changed nothing:
+	// after_json is then the change asked for (the request's knobs, as
+	// sent), before_json empty.
+	Outcome QueueChangeOutcome `protobuf:"varint,10,opt,name=outcome,proto3,enum=waitingroom.v1.QueueChangeOutcome" json:"outcome,omitempty"`
+	// For a refused change, why: the problem type the admin API answered
+	// (precondition-failed, validation-failed, queue-started, shards-fixed).
+	Refusal       string `protobuf:"bytes,11,opt,name=refusal,proto3" json:"refusal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1522,6 +1583,20 @@ func (x *QueueChanged) GetClientAddress() string {
 func (x *QueueChanged) GetEtag() string {
 	if x != nil {
 		return x.Etag
+	}
+	return ""
+}
+
+func (x *QueueChanged) GetOutcome() QueueChangeOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_UNSPECIFIED
+}
+
+func (x *QueueChanged) GetRefusal() string {
+	if x != nil {
+		return x.Refusal
 	}
 	return ""
 }
@@ -1636,7 +1711,7 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
 	"\auser_id\x18\x04 \x01(\tR\x06userId\x12\x1a\n" +
 	"\bsequence\x18\x05 \x01(\x04R\bsequence\x12;\n" +
-	"\x06reason\x18\x06 \x01(\x0e2#.waitingroom.v1.UserAbandonedReasonR\x06reason\"\xd0\x02\n" +
+	"\x06reason\x18\x06 \x01(\x0e2#.waitingroom.v1.UserAbandonedReasonR\x06reason\"\xa8\x03\n" +
 	"\fQueueChanged\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
 	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1649,7 +1724,10 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"after_json\x18\a \x01(\tR\tafterJson\x12%\n" +
 	"\x0eclient_address\x18\b \x01(\tR\rclientAddress\x12\x12\n" +
-	"\x04etag\x18\t \x01(\tR\x04etag*\x87\x01\n" +
+	"\x04etag\x18\t \x01(\tR\x04etag\x12<\n" +
+	"\aoutcome\x18\n" +
+	" \x01(\x0e2\".waitingroom.v1.QueueChangeOutcomeR\aoutcome\x12\x18\n" +
+	"\arefusal\x18\v \x01(\tR\arefusal*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -1665,7 +1743,11 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"(ORDER_FAILURE_REASON_ORDER_LIMIT_REACHED\x10\a*\\\n" +
 	"\x13UserAbandonedReason\x12%\n" +
 	"!USER_ABANDONED_REASON_UNSPECIFIED\x10\x00\x12\x1e\n" +
-	"\x1aUSER_ABANDONED_REASON_AWAY\x10\x01*}\n" +
+	"\x1aUSER_ABANDONED_REASON_AWAY\x10\x01*~\n" +
+	"\x12QueueChangeOutcome\x12$\n" +
+	" QUEUE_CHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cQUEUE_CHANGE_OUTCOME_APPLIED\x10\x01\x12 \n" +
+	"\x1cQUEUE_CHANGE_OUTCOME_REFUSED\x10\x02*}\n" +
 	"\x11QueueChangeAction\x12#\n" +
 	"\x1fQUEUE_CHANGE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bQUEUE_CHANGE_ACTION_CREATED\x10\x01\x12\"\n" +
@@ -1683,49 +1765,51 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 	return file_waitingroom_v1_events_proto_rawDescData
 }
 
-var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
 	(UserAbandonedReason)(0),      // 2: waitingroom.v1.UserAbandonedReason
-	(QueueChangeAction)(0),        // 3: waitingroom.v1.QueueChangeAction
-	(*TokenIssued)(nil),           // 4: waitingroom.v1.TokenIssued
-	(*TokenRestored)(nil),         // 5: waitingroom.v1.TokenRestored
-	(*TokenExpired)(nil),          // 6: waitingroom.v1.TokenExpired
-	(*OrderCreated)(nil),          // 7: waitingroom.v1.OrderCreated
-	(*OrderFailed)(nil),           // 8: waitingroom.v1.OrderFailed
-	(*QueueStarted)(nil),          // 9: waitingroom.v1.QueueStarted
-	(*QueueDrawn)(nil),            // 10: waitingroom.v1.QueueDrawn
-	(*OrderHealth)(nil),           // 11: waitingroom.v1.OrderHealth
-	(*UserAbandoned)(nil),         // 12: waitingroom.v1.UserAbandoned
-	(*QueueChanged)(nil),          // 13: waitingroom.v1.QueueChanged
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(QueueChangeOutcome)(0),       // 3: waitingroom.v1.QueueChangeOutcome
+	(QueueChangeAction)(0),        // 4: waitingroom.v1.QueueChangeAction
+	(*TokenIssued)(nil),           // 5: waitingroom.v1.TokenIssued
+	(*TokenRestored)(nil),         // 6: waitingroom.v1.TokenRestored
+	(*TokenExpired)(nil),          // 7: waitingroom.v1.TokenExpired
+	(*OrderCreated)(nil),          // 8: waitingroom.v1.OrderCreated
+	(*OrderFailed)(nil),           // 9: waitingroom.v1.OrderFailed
+	(*QueueStarted)(nil),          // 10: waitingroom.v1.QueueStarted
+	(*QueueDrawn)(nil),            // 11: waitingroom.v1.QueueDrawn
+	(*OrderHealth)(nil),           // 12: waitingroom.v1.OrderHealth
+	(*UserAbandoned)(nil),         // 13: waitingroom.v1.UserAbandoned
+	(*QueueChanged)(nil),          // 14: waitingroom.v1.QueueChanged
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	14, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	14, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	14, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	15, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	15, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	14, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	14, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
-	14, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
-	14, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	15, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
+	15, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
 	2,  // 15: waitingroom.v1.UserAbandoned.reason:type_name -> waitingroom.v1.UserAbandonedReason
-	14, // 16: waitingroom.v1.QueueChanged.occurred_at:type_name -> google.protobuf.Timestamp
-	3,  // 17: waitingroom.v1.QueueChanged.action:type_name -> waitingroom.v1.QueueChangeAction
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 16: waitingroom.v1.QueueChanged.occurred_at:type_name -> google.protobuf.Timestamp
+	4,  // 17: waitingroom.v1.QueueChanged.action:type_name -> waitingroom.v1.QueueChangeAction
+	3,  // 18: waitingroom.v1.QueueChanged.outcome:type_name -> waitingroom.v1.QueueChangeOutcome
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -1738,7 +1822,7 @@ func file_waitingroom_v1_events_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -30,9 +30,14 @@ type Change struct {
 	// Before is the knobs before (nil for a create), After after: JSON
 	// objects as the admin API shows them.
 	Before, After json.RawMessage
-	// ETag is the knobs' version after the change.
+	// ETag is the knobs' version after the change (for a refused one,
+	// the version that stayed, when known).
 	ETag string
-	At   time.Time
+	// Outcome is "APPLIED" or "REFUSED"; Refusal, for a refused change,
+	// the problem type the admin API answered. After is then the change
+	// asked for (nil when the request was not JSON).
+	Outcome, Refusal string
+	At               time.Time
 }
 
 // Filter picks changes: of one queue (QueueID, or every queue), in
@@ -92,13 +97,22 @@ func (s *Service) Record(ctx context.Context, e *waitingroomv1.QueueChanged) (bo
 var ErrInvalidEvent = errors.New("audit: not a recordable QueueChanged")
 
 func fromEvent(e *waitingroomv1.QueueChanged) (Change, error) {
-	if e.GetEventId() == "" || !queue.ValidID(e.GetQueueId()) || e.GetOccurredAt() == nil || !json.Valid([]byte(e.GetAfterJson())) {
+	refused := e.GetOutcome() == waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_REFUSED
+	after := e.GetAfterJson()
+	if e.GetEventId() == "" || !queue.ValidID(e.GetQueueId()) || e.GetOccurredAt() == nil || (after == "" && !refused) ||
+		(after != "" && !json.Valid([]byte(after))) {
 		return Change{}, fmt.Errorf("%w: event %q of queue %q", ErrInvalidEvent, e.GetEventId(), e.GetQueueId())
 	}
 	c := Change{
 		EventID: e.GetEventId(), QueueID: e.GetQueueId(), Actor: e.GetUserId(), Address: e.GetClientAddress(),
-		Action: strings.TrimPrefix(e.GetAction().String(), "QUEUE_CHANGE_ACTION_"), After: json.RawMessage(e.GetAfterJson()),
-		ETag: e.GetEtag(), At: e.GetOccurredAt().AsTime(),
+		Action: strings.TrimPrefix(e.GetAction().String(), "QUEUE_CHANGE_ACTION_"),
+		ETag:   e.GetEtag(), At: e.GetOccurredAt().AsTime(), Outcome: "APPLIED",
+	}
+	if after != "" {
+		c.After = json.RawMessage(after)
+	}
+	if refused {
+		c.Outcome, c.Refusal = "REFUSED", e.GetRefusal()
 	}
 	if b := e.GetBeforeJson(); b != "" {
 		if !json.Valid([]byte(b)) {

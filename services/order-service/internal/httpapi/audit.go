@@ -35,6 +35,8 @@ type changeView struct {
 	Before  json.RawMessage `json:"before"`
 	After   json.RawMessage `json:"after"`
 	ETag    string          `json:"etag"`
+	Outcome string          `json:"outcome"`
+	Refusal string          `json:"refusal,omitempty"`
 	At      time.Time       `json:"occurredAt"`
 }
 
@@ -70,13 +72,16 @@ func (r auditRoutes) list(c *gin.Context) {
 	}
 	out := make([]changeView, len(page.Changes))
 	for i, ch := range page.Changes {
-		before := ch.Before
-		if before == nil {
-			before = json.RawMessage("null")
-		}
 		out[i] = changeView{EventID: ch.EventID, QueueID: ch.QueueID, Actor: ch.Actor, Address: ch.Address, Action: ch.Action,
-			Before: before, After: ch.After, ETag: ch.ETag, At: ch.At}
+			Before: orNull(ch.Before), After: orNull(ch.After), ETag: ch.ETag, Outcome: ch.Outcome, Refusal: ch.Refusal, At: ch.At}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"changes": out, "next": page.Next})
+}
+
+func orNull(j json.RawMessage) json.RawMessage {
+	if j == nil {
+		return json.RawMessage("null")
+	}
+	return j
 }

@@ -13,15 +13,11 @@ import (
 func (d *DB) SaveChange(ctx context.Context, c audit.Change) (bool, error) {
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
-	var before any
-	if len(c.Before) > 0 {
-		before = string(c.Before)
-	}
 	res := d.conn(tctx).Exec(`
-		INSERT INTO queue_changes (event_id, queue_id, actor, client_address, action, before_knobs, after_knobs, etag, occurred_at)
-		VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?)
+		INSERT INTO queue_changes (event_id, queue_id, actor, client_address, action, before_knobs, after_knobs, etag, outcome, refusal, occurred_at)
+		VALUES (?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?, ?)
 		ON CONFLICT (event_id) DO NOTHING`,
-		c.EventID, c.QueueID, c.Actor, c.Address, c.Action, before, string(c.After), c.ETag, c.At)
+		c.EventID, c.QueueID, c.Actor, c.Address, c.Action, jsonOrNull(c.Before), jsonOrNull(c.After), c.ETag, c.Outcome, c.Refusal, c.At)
 	if res.Error != nil {
 		return false, wrap(ctx, "save queue change", res.Error)
 	}
@@ -47,7 +43,7 @@ func (d *DB) Changes(ctx context.Context, f audit.Filter, after *audit.Cursor, l
 	if after != nil {
 		where, args = append(where, "(occurred_at, event_id) < (?, ?)"), append(args, after.At, after.EventID)
 	}
-	q := `SELECT event_id, queue_id, actor, client_address, action, before_knobs, after_knobs, etag, occurred_at FROM queue_changes`
+	q := `SELECT event_id, queue_id, actor, client_address, action, before_knobs, after_knobs, etag, outcome, refusal, occurred_at FROM queue_changes`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -62,13 +58,15 @@ func (d *DB) Changes(ctx context.Context, f audit.Filter, after *audit.Cursor, l
 	for rows.Next() {
 		var c audit.Change
 		var before, after []byte
-		if err := rows.Scan(&c.EventID, &c.QueueID, &c.Actor, &c.Address, &c.Action, &before, &after, &c.ETag, &c.At); err != nil {
+		if err := rows.Scan(&c.EventID, &c.QueueID, &c.Actor, &c.Address, &c.Action, &before, &after, &c.ETag, &c.Outcome, &c.Refusal, &c.At); err != nil {
 			return nil, wrap(ctx, "list queue changes", err)
 		}
 		if before != nil {
 			c.Before = json.RawMessage(before)
 		}
-		c.After = json.RawMessage(after)
+		if after != nil {
+			c.After = json.RawMessage(after)
+		}
 		c.At = c.At.UTC()
 		out = append(out, c)
 	}
@@ -76,4 +74,12 @@ func (d *DB) Changes(ctx context.Context, f audit.Filter, after *audit.Cursor, l
 		return nil, wrap(ctx, "list queue changes", err)
 	}
 	return out, nil
+}
+
+// jsonOrNull is a JSON document for a jsonb parameter, or SQL NULL.
+func jsonOrNull(j json.RawMessage) any {
+	if len(j) == 0 {
+		return nil
+	}
+	return string(j)
 }

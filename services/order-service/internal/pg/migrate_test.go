@@ -35,13 +35,13 @@ func appliedVersions(t *testing.T, raw *sql.DB) []int64 {
 
 func checkSchema(t *testing.T, raw *sql.DB) {
 	t.Helper()
-	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
+	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(got, want) {
 		t.Fatalf("applied versions %v, want %v (each once)", got, want)
 	}
 	n := count(t, raw, `SELECT count(*) FROM information_schema.tables
-		WHERE table_schema = 'public' AND table_name IN ('products', 'orders', 'outbox', 'idempotency')`)
-	if n != 4 {
-		t.Fatalf("%d of the 4 tables exist", n)
+		WHERE table_schema = 'public' AND table_name IN ('products', 'orders', 'outbox', 'idempotency', 'queue_changes')`)
+	if n != 5 {
+		t.Fatalf("%d of the 5 tables exist", n)
 	}
 	// The indexes built concurrently (retention, one resolution per
 	// attempt) must have come out valid.

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"errors"
+	"github.com/waitingroom/waitingroom/pkg/problem"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -62,7 +64,7 @@ func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, 
 	if !queue.ValidID(q) {
 		return queue.Config{}, false, ErrInvalidQueueID
 	}
-	return s.queues.UpdateConfigBy(ctx, q, by, func(cur queue.Config, exists bool) (queue.Config, error) {
+	cfg, created, err := s.queues.UpdateConfigBy(ctx, q, by, func(cur queue.Config, exists bool) (queue.Config, error) {
 		if !pre.holds(cur, exists) {
 			return cur, ErrPreconditionFailed
 		}
@@ -82,6 +84,41 @@ func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, 
 		}
 		return next, nil
 	})
+	if reason := refusal(err); reason != "" && by != (queue.Change{}) {
+		s.RefusedChange(ctx, q, by, reason)
+	}
+	return cfg, created, err
+}
+
+// refusal names the problem type of a change the queue refused, or "" for
+// an error that is not a refusal (Redis down: nothing was decided).
+func refusal(err error) string {
+	var invalid *InvalidConfigError
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrPreconditionFailed):
+		return problem.TypePreconditionFailed
+	case errors.As(err, &invalid):
+		return problem.TypeValidation
+	case errors.Is(err, queue.ErrStarted):
+		return problem.TypeQueueStarted
+	case errors.Is(err, queue.ErrShardsFixed):
+		return problem.TypeShardsFixed
+	}
+	return ""
+}
+
+// RefusedChange records an operator's refused change of q (reason: the
+// problem type answered) in its audit trail, when q exists. A refusal
+// changed nothing, so failing to record it is logged, not answered.
+func (s *Service) RefusedChange(ctx context.Context, q string, by queue.Change, reason string) {
+	if !queue.ValidID(q) {
+		return
+	}
+	if _, err := s.queues.RefuseChange(ctx, q, by, reason); err != nil {
+		slog.WarnContext(ctx, "a refused queue change was not recorded in the audit trail", "queue", q, "actor", by.Actor, "reason", reason, "err", err)
+	}
 }
 
 // Queue returns q's knobs and live figures.

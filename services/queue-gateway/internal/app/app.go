@@ -37,6 +37,9 @@ type Queues interface {
 	// UpdateConfigBy writes a change of q's knobs and, for an operator's
 	// change (by not zero), its QueueChanged event, in one transaction.
 	UpdateConfigBy(ctx context.Context, q string, by queue.Change, update func(cur queue.Config, exists bool) (queue.Config, error)) (queue.Config, bool, error)
+	// RefuseChange records that an operator's change of q was refused
+	// (reason: the problem type answered), when q exists.
+	RefuseChange(ctx context.Context, q string, by queue.Change, reason string) (bool, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
 	Close(ctx context.Context, q string) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)

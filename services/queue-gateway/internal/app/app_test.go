@@ -50,6 +50,10 @@ func (m *memStore) Leave(context.Context, string, string) (bool, error) {
 	return true, nil
 }
 
+func (m *memStore) RefuseChange(context.Context, string, queue.Change, string) (bool, error) {
+	return false, nil
+}
+
 func (m *memStore) UpdateConfigBy(_ context.Context, q string, _ queue.Change, update func(queue.Config, bool) (queue.Config, error)) (queue.Config, bool, error) {
 	m.calls["UpdateConfig"]++
 	cur, exists := m.configs[q]

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -135,8 +136,14 @@ func (h *handler) putQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
+	p, _ := auth.FromContext(c)
+	by := queue.Change{Actor: p.UserID, Address: c.ClientIP()}
+	if json.Valid(body) {
+		by.Asked = string(body)
+	}
 	patch, errs := queue.DecodePatch(body)
 	if len(errs) > 0 {
+		h.svc.RefusedChange(c, q, by, problem.TypeValidation)
 		h.fail(c, &app.InvalidConfigError{Fields: errs})
 		return
 	}
@@ -144,8 +151,7 @@ func (h *handler) putQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
-	p, _ := auth.FromContext(c)
-	_, created, err := h.svc.ConfigureIf(c, q, patch, pre, queue.Change{Actor: p.UserID, Address: c.ClientIP()})
+	_, created, err := h.svc.ConfigureIf(c, q, patch, pre, by)
 	if err != nil {
 		h.fail(c, err)
 		return

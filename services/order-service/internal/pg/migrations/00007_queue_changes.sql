@@ -1,7 +1,9 @@
 -- The audit trail of the queues' configuration: one row per QueueChanged
--- event (an operator's change through the gateway's admin API), written by
--- the order-service's consumer of queue.changed. The event id is the key,
--- so a redelivered event is stored once.
+-- event (an operator's change through the gateway's admin API, applied or
+-- refused), written by the order-service's consumer of queue.changed. The
+-- event id is the key, so a redelivered event is stored once. A refused
+-- change's after_knobs is the change asked for (NULL when the request was
+-- not JSON).
 
 -- +goose Up
 CREATE TABLE IF NOT EXISTS queue_changes (
@@ -11,8 +13,10 @@ CREATE TABLE IF NOT EXISTS queue_changes (
     client_address text NOT NULL DEFAULT '',
     action         text NOT NULL,
     before_knobs   jsonb NULL,
-    after_knobs    jsonb NOT NULL,
+    after_knobs    jsonb NULL,
     etag           text NOT NULL DEFAULT '',
+    outcome        text NOT NULL DEFAULT 'APPLIED',
+    refusal        text NOT NULL DEFAULT '',
     occurred_at    timestamptz NOT NULL,
     received_at    timestamptz NOT NULL DEFAULT now()
 );
