@@ -15,13 +15,13 @@ import (
 )
 
 // TestEveryQueueChangeIsPublishedWithItsOperator: an operator creates a
-// queue, pauses it and resumes it through the gateway's admin API; a
+// queue, pauses it, resumes it and closes it through the gateway's admin API; a
 // change for a stale version (412) and a bad one (400) are refused. The
-// dispatcher's relay publishes exactly five QueueChanged events, in
-// order: the three changes, each naming the operator, the knobs before
+// dispatcher's relay publishes exactly six QueueChanged events, in
+// order: the four changes, each naming the operator, the knobs before
 // and after, and the ETag the admin API answered for that version, and
 // the two refusals with the change asked for and why; the order-service's
-// audit trail lists the same five, newest first, to an admin and to
+// audit trail lists the same six, newest first, to an admin and to
 // nobody else (403 for a user's token, 401 without one).
 func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	t.Parallel()
@@ -49,6 +49,8 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = res.Body.Close()
+		// Changes are stamped to the millisecond: the next one in another.
+		time.Sleep(5 * time.Millisecond)
 		return answer{res.StatusCode, res.Header.Get("ETag")}
 	}
 	created := put("ann@ops", map[string]any{"admissionRatePerSec": 5}, "")
@@ -56,16 +58,19 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	stale := put("bob@ops", map[string]any{"state": "CLOSED"}, created.etag)
 	bad := put("bob@ops", map[string]any{"admissionRatePerSec": -1}, "")
 	resumed := put("bob@ops", map[string]any{"state": "OPEN"}, paused.etag)
+	if st, v := s.call(http.MethodDelete, path, "carol@ops", "admin", "", nil); st != http.StatusNoContent {
+		t.Fatalf("close: %d %v", st, v)
+	}
 	if created.status != 201 || paused.status != 200 || stale.status != 412 || bad.status != 400 || resumed.status != 200 {
 		t.Fatalf("statuses: create %d, pause %d, stale %d, bad %d, resume %d; want 201 200 412 400 200",
 			created.status, paused.status, stale.status, bad.status, resumed.status)
 	}
 
 	deadline := time.Now().Add(20 * time.Second)
-	for s.count("queue.changed") < 5 && time.Now().Before(deadline) {
+	for s.count("queue.changed") < 6 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	time.Sleep(time.Second) // a sixth would come now
+	time.Sleep(time.Second) // a seventh would come now
 	var got []*waitingroomv1.QueueChanged
 	seen := map[string]bool{}
 	for _, d := range s.events.Keyed("queue.changed") {
@@ -78,10 +83,10 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 			got = append(got, &m)
 		}
 	}
-	if len(got) != 5 {
-		t.Fatalf("%d QueueChanged events for the queue, want 5 (create, pause, two refusals, resume)", len(got))
+	if len(got) != 6 {
+		t.Fatalf("%d QueueChanged events for the queue, want 6 (create, pause, two refusals, resume, close)", len(got))
 	}
-	sort.Slice(got, func(i, j int) bool { return got[i].GetOccurredAt().AsTime().Before(got[j].GetOccurredAt().AsTime()) })
+	sort.SliceStable(got, func(i, j int) bool { return got[i].GetOccurredAt().AsTime().Before(got[j].GetOccurredAt().AsTime()) })
 	state := func(js string) string {
 		var v struct {
 			State string `json:"state"`
@@ -106,6 +111,7 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 		{"bob@ops", "", "CLOSED", "", "precondition-failed", configured, refused},
 		{"bob@ops", "", "", "", "validation-failed", configured, refused},
 		{"bob@ops", "PAUSED", "OPEN", resumed.etag, "", configured, applied},
+		{"carol@ops", "OPEN", "CLOSED", "", "", waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED, applied},
 	}
 	for i, w := range want {
 		m := got[i]
@@ -119,15 +125,15 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 	// The audit trail, from the order-service.
 	auditURL := s.order.URL + "/admin/v1/audit?queueId=" + s.q
 	var trail []any
-	for deadline := time.Now().Add(20 * time.Second); len(trail) < 5 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); len(trail) < 6 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		st, v := s.call(http.MethodGet, auditURL, "carol@ops", "admin", "", nil)
 		if st != http.StatusOK {
 			t.Fatalf("audit trail: %d %v", st, v)
 		}
 		trail, _ = v["changes"].([]any)
 	}
-	if len(trail) != 5 {
-		t.Fatalf("audit trail: %d changes, want 5", len(trail))
+	if len(trail) != 6 {
+		t.Fatalf("audit trail: %d changes, want 6", len(trail))
 	}
 	for i, c := range trail {
 		row := c.(map[string]any)
@@ -140,7 +146,7 @@ func TestEveryQueueChangeIsPublishedWithItsOperator(t *testing.T) {
 			t.Errorf("audit row %d: %v; want by %s, state %s, ETag %s, %s %s", i, row, w.user, w.after, w.etag, outcome, w.refusal)
 		}
 	}
-	if row := trail[4].(map[string]any); row["before"] != nil || row["action"] != "CREATED" {
+	if row := trail[5].(map[string]any); row["before"] != nil || row["action"] != "CREATED" {
 		t.Errorf("the create's row: before %v, action %v; want null and CREATED", row["before"], row["action"])
 	}
 	if st, _ := s.call(http.MethodGet, auditURL, "mallory", "", "", nil); st != http.StatusForbidden {

@@ -48,8 +48,11 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 		}, RoutingKeyUserAbandoned, nil
 	case queue.EventQueueChanged:
 		action := waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED
-		if e.Created {
+		switch {
+		case e.Created:
 			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED
+		case e.Closed:
+			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED
 		}
 		return &waitingroomv1.QueueChanged{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.Actor, Action: action,

@@ -58,8 +58,10 @@ type Event struct {
 	// and After as JSON, and the new version's ETag; Outcome APPLIED, or
 	// REFUSED with the Refusal (then After is the change asked for).
 	Actor, Address, Before, After, ETag string
-	Created                             bool
-	Outcome, Refusal                    string
+	// Created: the change made the queue; Closed: it was a close (the
+	// admin API's DELETE).
+	Created, Closed  bool
+	Outcome, Refusal string
 
 	// TraceParent and TraceState are the W3C trace context of what wrote
 	// the event (the restore that a failed order's OrderFailed set off, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
@@ -149,5 +150,69 @@ func TestARefusedChangeIsRecordedOnlyForAQueueThatExists(t *testing.T) {
 	if got.GetOutcome() != waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_REFUSED || got.GetRefusal() != "validation-failed" ||
 		got.GetUserId() != "bob@ops" || got.GetAfterJson() != bob.Asked || got.GetBeforeJson() != "" || got.GetQueueId() != q {
 		t.Errorf("the refusal's event: %v", got)
+	}
+}
+
+// TestAnOperatorsCloseIsWrittenWithItsEvent: closing a queue with three
+// people waiting on an operator's behalf writes one QueueChanged of action
+// CLOSED (the state before, three dropped) with the close; a close by the
+// system writes none.
+func TestAnOperatorsCloseIsWrittenWithItsEvent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	q, other := testenv.ID(t), testenv.ID(t)+"-sys"
+	t.Cleanup(func() { _ = s.Purge(ctx, q); _ = s.Purge(ctx, other) })
+	for _, id := range []string{q, other} {
+		if _, _, err := s.UpdateConfig(ctx, id, func(c queue.Config, _ bool) (queue.Config, error) {
+			c.State = queue.Paused
+			return c, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := s.Enter(ctx, id, fmt.Sprintf("u%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := s.CloseBy(ctx, q, queue.Change{Actor: "ann@ops", Address: "203.0.113.7"}); err != nil || n != 3 {
+		t.Fatalf("close: %d dropped, %v; want 3", n, err)
+	}
+	if n, err := s.Close(ctx, other); err != nil || n != 3 {
+		t.Fatalf("the system's close: %d, %v", n, err)
+	}
+	read := func(id string) []queue.Event {
+		if err := s.EnsureOutboxGroup(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.ReadOutboxes(ctx, "test-relay", 100, []queue.OutboxRead{{QueueID: id}})
+		if err != nil || len(b) != 1 {
+			t.Fatalf("outbox of %s: %v", id, err)
+		}
+		return b[0].Events
+	}
+	if evs := read(other); len(evs) != 0 {
+		t.Fatalf("the system's close wrote %d events, want 0", len(evs))
+	}
+	evs := read(q)
+	if len(evs) != 1 {
+		t.Fatalf("%d events, want the close's 1", len(evs))
+	}
+	m, _, err := events.FromOutbox(evs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.(*waitingroomv1.QueueChanged)
+	if got.GetAction() != waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED || got.GetUserId() != "ann@ops" ||
+		got.GetBeforeJson() != `{"state":"PAUSED"}` || got.GetOutcome() != waitingroomv1.QueueChangeOutcome_QUEUE_CHANGE_OUTCOME_APPLIED {
+		t.Errorf("the close's event: %v", got)
+	}
+	var after struct {
+		State   string `json:"state"`
+		Dropped int    `json:"dropped"`
+	}
+	if err := json.Unmarshal([]byte(got.GetAfterJson()), &after); err != nil || after.State != "CLOSED" || after.Dropped != 3 {
+		t.Errorf("after %q: %+v, %v; want CLOSED with 3 dropped", got.GetAfterJson(), after, err)
 	}
 }

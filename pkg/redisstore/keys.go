@@ -169,7 +169,7 @@ func (k Keys) statsKeys() []string {
 }
 
 func (k Keys) closeKeys() []string {
-	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.PreQueue(), k.Entered()}
+	return []string{k.Config(), k.Waiting(), k.Dispatch(), k.PreQueue(), k.Entered(), k.Outbox()}
 }
 
 func (k Keys) leaveKeys(string) []string {

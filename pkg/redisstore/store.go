@@ -198,13 +198,24 @@ func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
 // A queue split into lines is closed line by line, line 0 first (enters
 // route by it: a refused line count sends them there).
 func (s *Store) Close(ctx context.Context, q string) (int64, error) {
+	return s.CloseBy(ctx, q, queue.Change{})
+}
+
+// CloseBy is Close on an operator's behalf: the close of the queue's first
+// line also writes their QueueChanged (action CLOSED: the state before,
+// and how many people were dropped) to its outbox, in the same script.
+func (s *Store) CloseBy(ctx context.Context, q string, by queue.Change) (int64, error) {
 	shards, err := s.Shards(ctx, q)
 	if err != nil {
 		return 0, fmt.Errorf("close %s: %w", q, err)
 	}
 	var total int64
 	for line := range shards {
-		n, err := closeScript.Run(ctx, s.rdb, KeysFor(queue.LineID(q, line)).closeKeys()).Int64()
+		var args []any
+		if line == 0 && by != (queue.Change{}) {
+			args = []any{by.Actor, by.Address, q}
+		}
+		n, err := closeScript.Run(ctx, s.rdb, KeysFor(queue.LineID(q, line)).closeKeys(), args...).Int64()
 		if err != nil {
 			return total, fmt.Errorf("close %s: %w", q, classify(err))
 		}

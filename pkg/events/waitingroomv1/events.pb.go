@@ -283,6 +283,10 @@ const (
 	QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED QueueChangeAction = 1
 	// Knobs of an existing queue were changed.
 	QueueChangeAction_QUEUE_CHANGE_ACTION_CONFIGURED QueueChangeAction = 2
+	// The queue was closed and its line dropped (the admin API's DELETE):
+	// before_json is {"state": <the state before>}, after_json
+	// {"state": "CLOSED", "dropped": <the people taken out of the line>}.
+	QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED QueueChangeAction = 3
 )
 
 // Enum value maps for QueueChangeAction.
@@ -291,11 +295,13 @@ var (
 		0: "QUEUE_CHANGE_ACTION_UNSPECIFIED",
 		1: "QUEUE_CHANGE_ACTION_CREATED",
 		2: "QUEUE_CHANGE_ACTION_CONFIGURED",
+		3: "QUEUE_CHANGE_ACTION_CLOSED",
 	}
 	QueueChangeAction_value = map[string]int32{
 		"QUEUE_CHANGE_ACTION_UNSPECIFIED": 0,
 		"QUEUE_CHANGE_ACTION_CREATED":     1,
 		"QUEUE_CHANGE_ACTION_CONFIGURED":  2,
+		"QUEUE_CHANGE_ACTION_CLOSED":      3,
 	}
 )
 
@@ -1747,11 +1753,12 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x12QueueChangeOutcome\x12$\n" +
 	" QUEUE_CHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cQUEUE_CHANGE_OUTCOME_APPLIED\x10\x01\x12 \n" +
-	"\x1cQUEUE_CHANGE_OUTCOME_REFUSED\x10\x02*}\n" +
+	"\x1cQUEUE_CHANGE_OUTCOME_REFUSED\x10\x02*\x9d\x01\n" +
 	"\x11QueueChangeAction\x12#\n" +
 	"\x1fQUEUE_CHANGE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bQUEUE_CHANGE_ACTION_CREATED\x10\x01\x12\"\n" +
-	"\x1eQUEUE_CHANGE_ACTION_CONFIGURED\x10\x02BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
+	"\x1eQUEUE_CHANGE_ACTION_CONFIGURED\x10\x02\x12\x1e\n" +
+	"\x1aQUEUE_CHANGE_ACTION_CLOSED\x10\x03BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
 
 var (
 	file_waitingroom_v1_events_proto_rawDescOnce sync.Once

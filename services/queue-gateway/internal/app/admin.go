@@ -132,12 +132,13 @@ func (s *Service) Queue(ctx context.Context, q string) (queue.Config, queue.Stat
 // Close stops entries to q and drops its line; it returns how many people
 // were waiting. The queue's keys go once its last token is used or expired
 // (the dispatcher removes it). An id listed in wr:queues without any
-// configuration (a leftover) is removed at once.
-func (s *Service) Close(ctx context.Context, q string) (int64, error) {
+// configuration (a leftover) is removed at once. The close of a queue
+// carries its QueueChanged (action CLOSED) naming by.
+func (s *Service) Close(ctx context.Context, q string, by queue.Change) (int64, error) {
 	if !queue.ValidID(q) {
 		return 0, ErrInvalidQueueID
 	}
-	n, err := s.queues.Close(ctx, q)
+	n, err := s.queues.CloseBy(ctx, q, by)
 	if errors.Is(err, queue.ErrNotFound) {
 		removed, uerr := s.queues.Unregister(ctx, q)
 		if uerr != nil {

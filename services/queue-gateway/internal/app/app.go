@@ -41,7 +41,9 @@ type Queues interface {
 	// (reason: the problem type answered), when q exists.
 	RefuseChange(ctx context.Context, q string, by queue.Change, reason string) (bool, error)
 	Config(ctx context.Context, q string) (queue.Config, queue.Stats, error)
-	Close(ctx context.Context, q string) (int64, error)
+	// CloseBy closes q; an operator's close (by not zero) writes its
+	// QueueChanged with it.
+	CloseBy(ctx context.Context, q string, by queue.Change) (int64, error)
 	Unregister(ctx context.Context, q string) (bool, error)
 	Queues(ctx context.Context) ([]string, error)
 	// Waiting reads the line length of each of ids.

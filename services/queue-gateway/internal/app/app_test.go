@@ -80,7 +80,7 @@ func (m *memStore) Challenge(_ context.Context, q string) (queue.EnterChallenge,
 	return c.EnterChallenge, c.PowDifficultyBits, nil
 }
 
-func (m *memStore) Close(_ context.Context, q string) (int64, error) {
+func (m *memStore) CloseBy(_ context.Context, q string, _ queue.Change) (int64, error) {
 	m.calls["Close"]++
 	if m.closeErr != nil {
 		return 0, m.closeErr
@@ -283,7 +283,7 @@ func TestCloseRemovesALeftoverID(t *testing.T) {
 		{q: "bad/id", want: app.ErrInvalidQueueID, listed: []string{"sale"}},
 	} {
 		m.closeErr = tc.closeErr
-		n, err := svc.Close(ctx, tc.q)
+		n, err := svc.Close(ctx, tc.q, queue.Change{})
 		if n != tc.waited || !errors.Is(err, tc.want) || (tc.want == nil && err != nil) || !slices.Equal(m.listed, tc.listed) {
 			t.Fatalf("Close(%s) = %d, %v, listed %v; want %d, %v, listed %v", tc.q, n, err, m.listed, tc.waited, tc.want, tc.listed)
 		}

@@ -215,7 +215,8 @@ func precondition(c *gin.Context) (app.Precondition, bool) {
 
 func (h *handler) deleteQueue(c *gin.Context) {
 	q := c.Param("queueId")
-	n, err := h.svc.Close(c, q)
+	p, _ := auth.FromContext(c)
+	n, err := h.svc.Close(c, q, queue.Change{Actor: p.UserID, Address: c.ClientIP()})
 	if err != nil {
 		h.fail(c, err)
 		return
