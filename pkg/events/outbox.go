@@ -53,6 +53,8 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CREATED
 		case e.Closed:
 			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED
+		case e.Worded:
+			action = waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_WORDED
 		}
 		return &waitingroomv1.QueueChanged{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.Actor, Action: action,

@@ -59,9 +59,9 @@ type Event struct {
 	// REFUSED with the Refusal (then After is the change asked for).
 	Actor, Address, Before, After, ETag string
 	// Created: the change made the queue; Closed: it was a close (the
-	// admin API's DELETE).
-	Created, Closed  bool
-	Outcome, Refusal string
+	// admin API's DELETE); Worded: a change of the page's wording.
+	Created, Closed, Worded bool
+	Outcome, Refusal        string
 
 	// TraceParent and TraceState are the W3C trace context of what wrote
 	// the event (the restore that a failed order's OrderFailed set off, the

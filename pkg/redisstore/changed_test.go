@@ -216,3 +216,56 @@ func TestAnOperatorsCloseIsWrittenWithItsEvent(t *testing.T) {
 		t.Errorf("after %q: %+v, %v; want CLOSED with 3 dropped", got.GetAfterJson(), after, err)
 	}
 }
+
+// TestAnOperatorsWordingIsWrittenWithItsEvent: setting and removing a
+// queue's wording on an operator's behalf writes one QueueChanged (action
+// WORDED) each, with the language's wording before and after; without an
+// operator, none.
+func TestAnOperatorsWordingIsWrittenWithItsEvent(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	q := testenv.ID(t)
+	t.Cleanup(func() { _ = s.Purge(ctx, q) })
+	if _, _, err := s.UpdateConfig(ctx, q, func(c queue.Config, _ bool) (queue.Config, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	ann := queue.Change{Actor: "ann@ops", Address: "203.0.113.7"}
+	de := []byte(`{"page.heading":"Frühjahrsaktion"}`)
+	if _, err := s.PutTexts(ctx, q, "de", de, ann); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutTexts(ctx, q, "fr", []byte(`{"page.heading":"Soldes"}`), queue.Change{}); err != nil {
+		t.Fatal(err)
+	}
+	if had, err := s.DeleteTexts(ctx, q, "de", ann); err != nil || !had {
+		t.Fatalf("delete: %v %v", had, err)
+	}
+	if err := s.EnsureOutboxGroup(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.ReadOutboxes(ctx, "test-relay", 100, []queue.OutboxRead{{QueueID: q}})
+	if err != nil || len(b) != 1 || len(b[0].Events) != 2 {
+		t.Fatalf("outbox: %v, %+v; want the 2 changes by ann", err, b)
+	}
+	want := [][2]string{
+		{`{"lang":"de","texts":null}`, `{"lang":"de","texts":{"page.heading":"Frühjahrsaktion"}}`},
+		{`{"lang":"de","texts":{"page.heading":"Frühjahrsaktion"}}`, `{"lang":"de","texts":null}`},
+	}
+	ids := map[string]bool{}
+	for i, e := range b[0].Events {
+		m, _, err := events.FromOutbox(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := m.(*waitingroomv1.QueueChanged)
+		if got.GetAction() != waitingroomv1.QueueChangeAction_QUEUE_CHANGE_ACTION_WORDED || got.GetUserId() != "ann@ops" ||
+			got.GetBeforeJson() != want[i][0] || got.GetAfterJson() != want[i][1] || !json.Valid([]byte(got.GetAfterJson())) {
+			t.Errorf("wording change %d: %v; want %s -> %s", i, got, want[i][0], want[i][1])
+		}
+		ids[got.GetEventId()] = true
+	}
+	if len(ids) != 2 {
+		t.Errorf("event ids %v: want two different", ids)
+	}
+}

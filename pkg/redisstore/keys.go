@@ -129,7 +129,7 @@ func (k Keys) Draw() string { return k.prefix + "draw" }
 // a JSON object of message key to message), set through the admin API.
 func (k Keys) Texts() string { return k.prefix + "texts" }
 
-func (k Keys) textsKeys() []string { return []string{k.Config(), k.Texts()} }
+func (k Keys) textsKeys() []string { return []string{k.Config(), k.Texts(), k.Outbox()} }
 
 // Push is a user's Web Push subscriptions in the queue (hash: subscription
 // id -> "<saved at, Unix ms>|<the subscription's JSON>"), a few devices at

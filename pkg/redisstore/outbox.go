@@ -189,7 +189,7 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			StartsAt:     ms("starts"), SeedSHA256: v("sha"), Seed: v("seed"),
 			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
 			Actor: v("actor"), Address: v("addr"), Before: v("before"), After: v("after"), ETag: v("etag"),
-			Created: v("created") == "1", Closed: v("closed") == "1", Outcome: v("outcome"), Refusal: v("refusal"),
+			Created: v("created") == "1", Closed: v("closed") == "1", Worded: v("worded") == "1", Outcome: v("outcome"), Refusal: v("refusal"),
 			TraceParent: v("tp"), TraceState: v("ts"),
 		})
 	}

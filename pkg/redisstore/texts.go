@@ -15,22 +15,24 @@ import (
 // checks a wording before it is stored; here it is bytes.
 
 // PutTexts stores q's wording in lang; queue.ErrNotFound when q does not
-// exist. It reports whether lang had one before.
-func (s *Store) PutTexts(ctx context.Context, q, lang string, msgs []byte) (bool, error) {
+// exist. It reports whether lang had one before. An operator's change (by
+// not zero) writes its QueueChanged (action WORDED) with it.
+func (s *Store) PutTexts(ctx context.Context, q, lang string, msgs []byte, by queue.Change) (bool, error) {
 	if len(msgs) == 0 {
 		return false, fmt.Errorf("texts %s %s: empty", q, lang)
 	}
-	return s.texts(ctx, q, lang, string(msgs))
+	return s.texts(ctx, q, lang, string(msgs), by)
 }
 
 // DeleteTexts removes q's wording in lang and reports whether there was
-// one; queue.ErrNotFound when q does not exist.
-func (s *Store) DeleteTexts(ctx context.Context, q, lang string) (bool, error) {
-	return s.texts(ctx, q, lang, "")
+// one; queue.ErrNotFound when q does not exist. An operator's change
+// writes its QueueChanged with it.
+func (s *Store) DeleteTexts(ctx context.Context, q, lang string, by queue.Change) (bool, error) {
+	return s.texts(ctx, q, lang, "", by)
 }
 
-func (s *Store) texts(ctx context.Context, q, lang, msgs string) (bool, error) {
-	n, err := textsScript.Run(ctx, s.rdb, KeysFor(q).textsKeys(), lang, msgs).Int64()
+func (s *Store) texts(ctx context.Context, q, lang, msgs string, by queue.Change) (bool, error) {
+	n, err := textsScript.Run(ctx, s.rdb, KeysFor(q).textsKeys(), lang, msgs, by.Actor, by.Address, q).Int64()
 	if err != nil {
 		return false, fmt.Errorf("texts %s %s: %w", q, lang, classify(err))
 	}

@@ -287,6 +287,11 @@ const (
 	// before_json is {"state": <the state before>}, after_json
 	// {"state": "CLOSED", "dropped": <the people taken out of the line>}.
 	QueueChangeAction_QUEUE_CHANGE_ACTION_CLOSED QueueChangeAction = 3
+	// The queue's own wording of the waiting page in one language was set or
+	// removed (PUT or DELETE /admin/v1/queues/{queueId}/texts/{lang}):
+	// before_json and after_json are {"lang": <code>, "texts": <the
+	// messages, or null>}.
+	QueueChangeAction_QUEUE_CHANGE_ACTION_WORDED QueueChangeAction = 4
 )
 
 // Enum value maps for QueueChangeAction.
@@ -296,12 +301,14 @@ var (
 		1: "QUEUE_CHANGE_ACTION_CREATED",
 		2: "QUEUE_CHANGE_ACTION_CONFIGURED",
 		3: "QUEUE_CHANGE_ACTION_CLOSED",
+		4: "QUEUE_CHANGE_ACTION_WORDED",
 	}
 	QueueChangeAction_value = map[string]int32{
 		"QUEUE_CHANGE_ACTION_UNSPECIFIED": 0,
 		"QUEUE_CHANGE_ACTION_CREATED":     1,
 		"QUEUE_CHANGE_ACTION_CONFIGURED":  2,
 		"QUEUE_CHANGE_ACTION_CLOSED":      3,
+		"QUEUE_CHANGE_ACTION_WORDED":      4,
 	}
 )
 
@@ -1458,8 +1465,9 @@ func (x *UserAbandoned) GetReason() UserAbandonedReason {
 }
 
 // QueueChanged: an operator changed a queue through the admin API: created
-// it or changed its knobs (its state among them: OPEN, PAUSED, CLOSED), or
-// tried to and was refused (outcome). An applied change's event is written
+// it, changed its knobs (its state among them: OPEN, PAUSED, CLOSED),
+// closed it or changed its page's wording, or tried to and was refused
+// (outcome). An applied change's event is written
 // in the same Redis transaction as the change, so every change has exactly
 // one; a refusal of a change to an existing queue is written after it. Routing key "queue.changed"; written by the
 // queue-gateway, published by the admission-dispatcher's relay with the
@@ -1753,12 +1761,13 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x12QueueChangeOutcome\x12$\n" +
 	" QUEUE_CHANGE_OUTCOME_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cQUEUE_CHANGE_OUTCOME_APPLIED\x10\x01\x12 \n" +
-	"\x1cQUEUE_CHANGE_OUTCOME_REFUSED\x10\x02*\x9d\x01\n" +
+	"\x1cQUEUE_CHANGE_OUTCOME_REFUSED\x10\x02*\xbd\x01\n" +
 	"\x11QueueChangeAction\x12#\n" +
 	"\x1fQUEUE_CHANGE_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bQUEUE_CHANGE_ACTION_CREATED\x10\x01\x12\"\n" +
 	"\x1eQUEUE_CHANGE_ACTION_CONFIGURED\x10\x02\x12\x1e\n" +
-	"\x1aQUEUE_CHANGE_ACTION_CLOSED\x10\x03BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
+	"\x1aQUEUE_CHANGE_ACTION_CLOSED\x10\x03\x12\x1e\n" +
+	"\x1aQUEUE_CHANGE_ACTION_WORDED\x10\x04BKZIgithub.com/waitingroom/waitingroom/pkg/events/waitingroomv1;waitingroomv1b\x06proto3"
 
 var (
 	file_waitingroom_v1_events_proto_rawDescOnce sync.Once

@@ -12,8 +12,8 @@ import (
 // language (a JSON object of message key to message, checked by the page's
 // handler before it is stored); redisstore.Store implements it.
 type Wordings interface {
-	PutTexts(ctx context.Context, q, lang string, msgs []byte) (bool, error)
-	DeleteTexts(ctx context.Context, q, lang string) (bool, error)
+	PutTexts(ctx context.Context, q, lang string, msgs []byte, by queue.Change) (bool, error)
+	DeleteTexts(ctx context.Context, q, lang string, by queue.Change) (bool, error)
 	Texts(ctx context.Context, q, lang string) ([]byte, error)
 	AllTexts(ctx context.Context, q string) (map[string][]byte, error)
 }
@@ -47,24 +47,26 @@ func (s *Service) WithWordings(w Wordings) *Service {
 }
 
 // SetTexts stores q's wording in lang (checked by the caller) and reports
-// whether it replaced one; queue.ErrNotFound when q does not exist.
-func (s *Service) SetTexts(ctx context.Context, q, lang string, msgs []byte) (bool, error) {
+// whether it replaced one; queue.ErrNotFound when q does not exist. The
+// change carries its QueueChanged naming by.
+func (s *Service) SetTexts(ctx context.Context, q, lang string, msgs []byte, by queue.Change) (bool, error) {
 	if err := s.textsFor(q); err != nil {
 		return false, err
 	}
-	replaced, err := s.texts.store.PutTexts(ctx, q, lang, msgs)
+	replaced, err := s.texts.store.PutTexts(ctx, q, lang, msgs, by)
 	if err == nil {
 		s.texts.held.forget(textsKey(q, lang))
 	}
 	return replaced, err
 }
 
-// DeleteTexts removes q's wording in lang and reports whether there was one.
-func (s *Service) DeleteTexts(ctx context.Context, q, lang string) (bool, error) {
+// DeleteTexts removes q's wording in lang and reports whether there was
+// one; the change carries its QueueChanged naming by.
+func (s *Service) DeleteTexts(ctx context.Context, q, lang string, by queue.Change) (bool, error) {
 	if err := s.textsFor(q); err != nil {
 		return false, err
 	}
-	had, err := s.texts.store.DeleteTexts(ctx, q, lang)
+	had, err := s.texts.store.DeleteTexts(ctx, q, lang, by)
 	if err == nil {
 		s.texts.held.forget(textsKey(q, lang))
 	}

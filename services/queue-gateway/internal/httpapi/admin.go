@@ -136,8 +136,7 @@ func (h *handler) putQueue(c *gin.Context) {
 	if !ok {
 		return
 	}
-	p, _ := auth.FromContext(c)
-	by := queue.Change{Actor: p.UserID, Address: c.ClientIP()}
+	by := operator(c)
 	if json.Valid(body) {
 		by.Asked = string(body)
 	}
@@ -215,8 +214,7 @@ func precondition(c *gin.Context) (app.Precondition, bool) {
 
 func (h *handler) deleteQueue(c *gin.Context) {
 	q := c.Param("queueId")
-	p, _ := auth.FromContext(c)
-	n, err := h.svc.Close(c, q, queue.Change{Actor: p.UserID, Address: c.ClientIP()})
+	n, err := h.svc.Close(c, q, operator(c))
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -258,4 +256,11 @@ func (h *handler) readJSON(c *gin.Context) ([]byte, bool) {
 		return nil, false
 	}
 	return body, true
+}
+
+// operator is who makes an admin change, for its QueueChanged: the token's
+// subject and the client's address as the trusted proxies pass it on.
+func operator(c *gin.Context) queue.Change {
+	p, _ := auth.FromContext(c)
+	return queue.Change{Actor: p.UserID, Address: c.ClientIP()}
 }

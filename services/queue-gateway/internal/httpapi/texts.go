@@ -46,7 +46,7 @@ func (r textsRoutes) put(c *gin.Context) {
 		r.h.fail(c, err)
 		return
 	}
-	replaced, err := r.h.svc.SetTexts(c, q, lang, msgs)
+	replaced, err := r.h.svc.SetTexts(c, q, lang, msgs, operator(c))
 	if err != nil {
 		r.h.fail(c, err)
 		return
@@ -60,7 +60,7 @@ func (r textsRoutes) put(c *gin.Context) {
 // had none.
 func (r textsRoutes) remove(c *gin.Context) {
 	q, lang := c.Param("queueId"), c.Param("lang")
-	had, err := r.h.svc.DeleteTexts(c, q, lang)
+	had, err := r.h.svc.DeleteTexts(c, q, lang, operator(c))
 	if err != nil {
 		r.h.fail(c, err)
 		return
