@@ -410,7 +410,7 @@ func TestPrometheusRule(t *testing.T) {
 	}
 	for _, want := range []string{
 		"QueueWithoutLeader", "QueueNotAdmitting", "AdmissionRateOffTarget",
-		"DispatcherOutboxBacklogGrowing", "OrderOutboxBacklogGrowing", "OrderFailedDeadLettered",
+		"DispatcherOutboxBacklogGrowing", "OrderOutboxBacklogGrowing", "OrderFailedDeadLettered", "QueueChangesDeadLettered",
 		"OrderErrorRatioHigh", "SSEDeliveryLagHigh",
 		"RedisUnreachable", "RabbitMQUnreachable", "PostgresUnreachable", "PodRestarting",
 	} {
@@ -623,12 +623,13 @@ func samePairs(a, b [][2]burn) bool {
 	return true
 }
 
-// checkDeadLetterQueue: the dead-letter alert watches the queue pkg/broker
-// declares for the ORDER_FAILED_QUEUE the manifests configure.
+// checkDeadLetterQueue: the dead-letter alerts watch the queues pkg/broker
+// declares for the ORDER_FAILED_QUEUE and QUEUE_CHANGES_QUEUE the manifests
+// configure, each of them, and nothing else.
 func checkDeadLetterQueue(t *testing.T, groups *rulefmt.RuleGroups) {
 	t.Helper()
-	dlq := theConfigMap(t, render(t, "base")).Data["ORDER_FAILED_QUEUE"] + ".dlq"
-	watched := 0
+	data := theConfigMap(t, render(t, "base")).Data
+	dlqs := map[string]int{data["ORDER_FAILED_QUEUE"] + ".dlq": 0, data["QUEUE_CHANGES_QUEUE"] + ".dlq": 0}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
 			e, err := promQL.ParseExpr(r.Expr)
@@ -639,17 +640,22 @@ func checkDeadLetterQueue(t *testing.T, groups *rulefmt.RuleGroups) {
 				if sel.Name != "rabbitmq_queue_messages_ready" {
 					continue
 				}
-				watched++
-				if !slices.ContainsFunc(sel.LabelMatchers, func(m *labels.Matcher) bool {
-					return m.Name == "queue" && m.Type == labels.MatchEqual && m.Value == dlq
-				}) {
-					t.Errorf("%s: %s does not select queue=%q (ORDER_FAILED_QUEUE + \".dlq\")", r.Alert, sel, dlq)
+				i := slices.IndexFunc(sel.LabelMatchers, func(m *labels.Matcher) bool {
+					_, known := dlqs[m.Value]
+					return m.Name == "queue" && m.Type == labels.MatchEqual && known
+				})
+				if i < 0 {
+					t.Errorf("%s: %s selects none of the dead-letter queues %v (ORDER_FAILED_QUEUE, QUEUE_CHANGES_QUEUE + \".dlq\")", r.Alert, sel, sortedKeys(dlqs))
+					continue
 				}
+				dlqs[sel.LabelMatchers[i].Value]++
 			}
 		}
 	}
-	if watched == 0 {
-		t.Errorf("no rule watches the dead-letter queue %s", dlq)
+	for q, n := range dlqs {
+		if n == 0 {
+			t.Errorf("no rule watches the dead-letter queue %s", q)
+		}
 	}
 }
 
