@@ -116,8 +116,15 @@ func (s *Service) RefusedChange(ctx context.Context, q string, by queue.Change, 
 	if !queue.ValidID(q) {
 		return
 	}
-	if _, err := s.queues.RefuseChange(ctx, q, by, reason); err != nil {
-		slog.WarnContext(ctx, "a refused queue change was not recorded in the audit trail", "queue", q, "actor", by.Actor, "reason", reason, "err", err)
+	recorded, err := s.queues.RefuseChange(ctx, q, by, reason)
+	switch {
+	case err != nil:
+		slog.WarnContext(ctx, "a refused queue change was not recorded in the audit trail", "queue", q, "actor", by.Actor,
+			"address", by.Address, "reason", reason, "err", err)
+	case !recorded:
+		// No queue to file it under: the log is its only record.
+		slog.InfoContext(ctx, "refused a change of a queue that does not exist", "queue", q, "actor", by.Actor,
+			"address", by.Address, "reason", reason)
 	}
 }
 
