@@ -93,7 +93,14 @@ type OutboxBatch struct {
 // itself).
 type Change struct {
 	Actor, Address, Asked string
+	// Wording is the language of a change of the page's wording (empty for
+	// a change of the knobs).
+	Wording string
 }
+
+// MaxAsked bounds the change asked for that a refusal records: a larger
+// request is recorded without it.
+const MaxAsked = 8 << 10
 
 // Change outcomes, as QueueChanged carries them.
 const (

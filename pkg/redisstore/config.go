@@ -451,9 +451,23 @@ func (s *Store) RefuseChange(ctx context.Context, q string, by queue.Change, rea
 	id := make([]byte, 8)
 	_, _ = crand.Read(id)
 	k := KeysFor(q)
+	asked := by.Asked
+	if len(asked) > queue.MaxAsked || (asked != "" && !json.Valid([]byte(asked))) {
+		asked = ""
+	}
 	fields := []any{"type", queue.EventQueueChanged, "eid", q + ":" + hex.EncodeToString(id) + ".refused", "q", q,
-		"at", time.Now().UnixMilli(), "actor", by.Actor, "addr", by.Address, "after", by.Asked, "created", "0",
+		"at", time.Now().UnixMilli(), "actor", by.Actor, "addr", by.Address, "created", "0",
 		"outcome", queue.ChangeRefused, "refusal", reason}
+	if by.Wording != "" {
+		lang, _ := json.Marshal(by.Wording)
+		texts := asked
+		if texts == "" {
+			texts = "null"
+		}
+		fields = append(fields, "worded", "1", "after", `{"lang":`+string(lang)+`,"texts":`+texts+`}`)
+	} else {
+		fields = append(fields, "after", asked)
+	}
 	n, err := refusedScript.Run(ctx, s.rdb, []string{k.Config(), k.Outbox()}, fields...).Int64()
 	if err != nil {
 		return false, fmt.Errorf("refused change %s: %w", q, classify(err))

@@ -20,7 +20,8 @@ if ARGV[2] == '' then
 else
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 end
-if ARGV[3] and ARGV[3] ~= '' then
+-- A removal of a wording the queue did not have changed nothing: no event.
+if ARGV[3] and ARGV[3] ~= '' and (ARGV[2] ~= '' or old) then
   local function wording(msgs)
     if not msgs or msgs == '' then
       msgs = 'null'

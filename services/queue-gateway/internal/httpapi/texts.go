@@ -34,6 +34,9 @@ func (r textsRoutes) put(c *gin.Context) {
 	msgs, err := r.page.CheckTexts(lang, body)
 	var bad *web.TextsError
 	if errors.As(err, &bad) {
+		by := operator(c)
+		by.Wording, by.Asked = lang, string(body)
+		r.h.svc.RefusedChange(c, q, by, problem.TypeValidation)
 		fields := make([]problem.FieldError, 0, len(bad.Fields))
 		for k, m := range bad.Fields {
 			fields = append(fields, problem.FieldError{Field: k, Message: m})

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
@@ -121,6 +123,34 @@ func TestAQueueWordsItsOwnPage(t *testing.T) {
 	h.must(http.MethodDelete, path, h.admin(), nil).problem(t, http.StatusNotFound, "not-found")
 	if got := h.pageTexts(q, "de"); len(got) != 0 {
 		t.Fatalf("removed: the page still loads %v", got)
+	}
+
+	// The audit trail's events in the queue's outbox (no relay here): the
+	// create, the three wordings written (set, replaced, removed) and the
+	// fifteen refused by an admin (the malformed ones, the unknown
+	// language, the 40 KiB body: recorded without it); none for the
+	// others' attempts.
+	entries, err := h.rdb.XRange(context.Background(), redisstore.KeysFor(q).Outbox(), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, e := range entries {
+		if e.Values["type"] != "QueueChanged" {
+			continue
+		}
+		kind := fmt.Sprint(e.Values["outcome"])
+		if e.Values["worded"] == "1" {
+			kind += " worded"
+			after := fmt.Sprint(e.Values["after"])
+			if !json.Valid([]byte(after)) || e.Values["actor"] != "operator" {
+				t.Errorf("wording event %v: after not JSON or not the operator's", e.Values)
+			}
+		}
+		kinds[kind]++
+	}
+	if want := map[string]int{"APPLIED": 1, "APPLIED worded": 3, "REFUSED worded": len(bad) + 2}; !reflect.DeepEqual(kinds, want) {
+		t.Errorf("the queue's QueueChanged events: %v, want %v", kinds, want)
 	}
 }
 
