@@ -75,6 +75,9 @@ func TestReadmeTourAsPasted(t *testing.T) {
 	if !ordered {
 		failf("the place did not say ORDERED after the order")
 	}
+	if !strings.Contains(string(out), `{"actor":"ops1","action":"CONFIGURED","outcome":"APPLIED"}`) {
+		failf("the operator's change was not found in the audit trail")
+	}
 	t.Logf("the tour's output:\n%s", out)
 }
 
