@@ -131,11 +131,13 @@ stop() {
     for p in "${pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
     local deadline=$((SECONDS + STOP_TIMEOUT))
     while [[ -z $hurry ]] && ((SECONDS < deadline)); do
-      left=$(running)
-      [[ -n $left ]] || break
       # We are inside the first signal's trap, which bash does not run
       # again for a second one until it returns: a second Ctrl-C shows as
-      # the sleep it interrupts (the terminal signals the whole group).
+      # the child it interrupts (the terminal signals the whole group),
+      # the sleep or, on a busy machine, the subshell that lists the
+      # services left.
+      left=$(running) || { hurry=1; break; }
+      [[ -n $left ]] || break
       sleep 0.1 || hurry=1
     done
     left=$(running)
