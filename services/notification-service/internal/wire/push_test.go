@@ -2,11 +2,9 @@ package wire
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"sync"
 	"testing"
@@ -110,19 +108,12 @@ func TestYourTurnIsPushedOnceByOneOfTwoReplicas(t *testing.T) {
 			t.Fatalf("user %d: %v", i, err)
 		}
 	}
-	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	batch := make([]broker.Event, users)
 	now := time.Now()
 	for i := range users {
 		batch[i] = issued(q, fmt.Sprintf("user-%02d", i), fmt.Sprintf("tok-%02d", i), now)
 	}
-	if err := conn.Publisher().Publish(context.Background(), batch...); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, cfg, batch)
 	deadline := time.Now().Add(20 * time.Second)
 	for len(server.Received()) < users && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

@@ -150,6 +150,22 @@ func newQueue(t testing.TB) string {
 	return q
 }
 
+// publish sends events to cfg's exchange and waits for the broker's
+// confirms.
+func publish(t testing.TB, cfg Config, events []broker.Event) {
+	t.Helper()
+	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: cfg.AMQP.Exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Publisher().Publish(ctx, events...); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func issued(q, user, tid string, at time.Time) broker.Event {
 	return broker.Event{ID: tid + ".issued", RoutingKey: events.RoutingKeyTokenIssued, Time: at, Message: &waitingroomv1.TokenIssued{
 		EventId: tid + ".issued", OccurredAt: timestamppb.New(at), QueueId: q, UserId: user, TokenId: tid,
@@ -181,19 +197,12 @@ func TestTwoReplicasEveryUserGetsExactlyTheirOwnAdmission(t *testing.T) {
 			t.Fatalf("stream %d: %v", i, err)
 		}
 	}
-	conn, err := broker.New(cfg.AMQP.URL, broker.Options{Exchange: exchange, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	batch := make([]broker.Event, users)
 	now := time.Now()
 	for i := range users {
 		batch[i] = issued(q, fmt.Sprintf("user-%03d", i), fmt.Sprintf("tok-%03d", i), now)
 	}
-	if err := conn.Publisher().Publish(ctx, batch...); err != nil {
-		t.Fatal(err)
-	}
+	publish(t, cfg, batch)
 	deadline := time.Now().Add(15 * time.Second)
 	for i := 0; i < users; {
 		if len(streams[i].tokens()) >= 1 {

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"github.com/waitingroom/waitingroom/pkg/problem"
 	"log/slog"
 	"sort"
 	"time"
@@ -60,6 +59,8 @@ func (p Precondition) holds(cur queue.Config, exists bool) bool {
 // ConfigureIf is Configure under a precondition, on an operator's behalf:
 // ErrPreconditionFailed, and nothing written, when the queue is not what
 // pre expects; a change written carries its QueueChanged event naming by.
+// A refusal is recorded by the caller, which knows the answer it gives
+// (RefusedChange).
 func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, pre Precondition, by queue.Change) (queue.Config, bool, error) {
 	if !queue.ValidID(q) {
 		return queue.Config{}, false, ErrInvalidQueueID
@@ -84,29 +85,7 @@ func (s *Service) ConfigureIf(ctx context.Context, q string, patch queue.Patch, 
 		}
 		return next, nil
 	})
-	if reason := refusal(err); reason != "" && by != (queue.Change{}) {
-		s.RefusedChange(ctx, q, by, reason)
-	}
 	return cfg, created, err
-}
-
-// refusal names the problem type of a change the queue refused, or "" for
-// an error that is not a refusal (Redis down: nothing was decided).
-func refusal(err error) string {
-	var invalid *InvalidConfigError
-	switch {
-	case err == nil:
-		return ""
-	case errors.Is(err, ErrPreconditionFailed):
-		return problem.TypePreconditionFailed
-	case errors.As(err, &invalid):
-		return problem.TypeValidation
-	case errors.Is(err, queue.ErrStarted):
-		return problem.TypeQueueStarted
-	case errors.Is(err, queue.ErrShardsFixed):
-		return problem.TypeShardsFixed
-	}
-	return ""
 }
 
 // RefusedChange records an operator's refused change of q (reason: the

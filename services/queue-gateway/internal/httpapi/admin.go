@@ -152,6 +152,13 @@ func (h *handler) putQueue(c *gin.Context) {
 	}
 	_, created, err := h.svc.ConfigureIf(c, q, patch, pre, by)
 	if err != nil {
+		// A change the queue refused (400, 409, 412) goes into its audit
+		// trail under the problem type it is answered with; an outage
+		// decided nothing.
+		if p := problems.Problem(c, h.log, err); p.Status == http.StatusBadRequest || p.Status == http.StatusConflict ||
+			p.Status == http.StatusPreconditionFailed {
+			h.svc.RefusedChange(c, q, by, p.Type)
+		}
 		h.fail(c, err)
 		return
 	}
