@@ -313,8 +313,22 @@ func presenceDrill(t *testing.T, r *rig, rdb redis.UniversalClient, drill, fault
 			if _, admitted := by[u]; admitted || slices.Contains(gone, u) {
 				continue
 			}
+			// Redis first: the position call below is a sighting.
+			k := redisstore.KeysFor(r.q)
+			ctx := context.Background()
+			place := func(key string) string {
+				v, err := rdb.ZScore(ctx, key, u).Result()
+				if err != nil {
+					return "-"
+				}
+				return fmt.Sprint(int64(v))
+			}
+			d, _ := rdb.HMGet(ctx, k.Dispatch(), "frontier", "presenceMs", "presenceSinceMs").Result()
+			status, _ := rdb.Get(ctx, k.Status(u)).Result()
 			res := r.call(http.MethodGet, gateway.URL+"/api/v1/queues/"+r.q+"/position", u, "", "", nil)
-			missing = append(missing, fmt.Sprintf("%s: %d %v %v", u, res.status, res.body["state"], res.body["position"]))
+			missing = append(missing, fmt.Sprintf("%s: %d %v %v (waiting %s away %s skipped %s seen %s status %q; frontier, presenceMs, presenceSinceMs %v; now %d)",
+				u, res.status, res.body["state"], res.body["position"], place(k.Waiting()), place(k.Away()), place(k.Skipped()), place(k.Seen()),
+				status, d, time.Now().UnixMilli()))
 		}
 		t.Errorf("%d UserAbandoned events, want %d (every silent person not admitted); without one: %v", len(gone), want, missing)
 	}

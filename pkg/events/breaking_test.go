@@ -251,6 +251,7 @@ func TestBreaks(t *testing.T) {
 				`message waitingroom.v1.OrderHealth removed`,
 				`message waitingroom.v1.UserAbandoned removed`,
 				`message waitingroom.v1.QueueChanged removed`,
+				`message waitingroom.v1.QueueMinute removed`,
 				`enum waitingroom.v1.TokenExpiredReason removed`,
 				`enum waitingroom.v1.OrderFailureReason removed`,
 				`enum waitingroom.v1.UserAbandonedReason removed`,

@@ -33,6 +33,7 @@ const (
 	RoutingKeyOrderHealth   = "order.health"
 	RoutingKeyUserAbandoned = "user.abandoned"
 	RoutingKeyQueueChanged  = "queue.changed"
+	RoutingKeyQueueMinute   = "queue.minute"
 )
 
 // ErrUnknownType is returned (wrapped) for a message or type name that is not
@@ -66,6 +67,7 @@ var registry = func() map[protoreflect.FullName]event {
 		{&waitingroomv1.OrderHealth{}, RoutingKeyOrderHealth},
 		{&waitingroomv1.UserAbandoned{}, RoutingKeyUserAbandoned},
 		{&waitingroomv1.QueueChanged{}, RoutingKeyQueueChanged},
+		{&waitingroomv1.QueueMinute{}, RoutingKeyQueueMinute},
 	} {
 		t := e.m.ProtoReflect().Type()
 		r[t.Descriptor().FullName()] = event{routingKey: e.key, typ: t}

@@ -62,6 +62,17 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 			Outcome: reason[waitingroomv1.QueueChangeOutcome](waitingroomv1.QueueChangeOutcome_value, "QUEUE_CHANGE_OUTCOME_", e.Outcome),
 			Refusal: e.Refusal,
 		}, RoutingKeyQueueChanged, nil
+	case queue.EventQueueMinute:
+		hist := make([]uint64, len(e.Counts.WaitHistogram))
+		for i, n := range e.Counts.WaitHistogram {
+			hist[i] = unsigned(n)
+		}
+		return &waitingroomv1.QueueMinute{
+			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, LineId: e.LineID, Minute: ts(e.Minute),
+			Arrivals: unsigned(e.Counts.Arrivals), Admitted: unsigned(e.Counts.Admitted),
+			ExpiredUnused: unsigned(e.Counts.ExpiredUnused), Left: unsigned(e.Counts.Left), Abandoned: unsigned(e.Counts.Abandoned),
+			WaitHistogram: hist, WaitMaxMs: e.Counts.WaitMax.Milliseconds(),
+		}, RoutingKeyQueueMinute, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
 }

@@ -124,6 +124,11 @@ type IssueRequest struct {
 	// TraceParent and TraceState are the tick's W3C trace context ('' for
 	// none): the events it writes carry them (Event.TraceParent).
 	TraceParent, TraceState string
+	// History has the tick send the line's finished minutes to the outbox
+	// (QueueMinute; a closed queue's, all it counted). The dispatcher's
+	// ticks do; a caller that relays no events leaves them in Redis, where
+	// they go with the queue.
+	History bool
 }
 
 // Why a tick admitted nobody although the queue is open.

@@ -19,6 +19,9 @@ const (
 	// EventQueueChanged: an operator created the queue or changed its
 	// knobs through the admin API; written with the change.
 	EventQueueChanged = "QueueChanged"
+	// EventQueueMinute: a line's figures of one minute (or, once the queue
+	// is closed, of what it counted so far), for the history.
+	EventQueueMinute = "QueueMinute"
 )
 
 // Event is one entry of a queue's outbox: a state change to be published.
@@ -62,6 +65,12 @@ type Event struct {
 	// admin API's DELETE); Worded: a change of the page's wording.
 	Created, Closed, Worded bool
 	Outcome, Refusal        string
+
+	// QueueMinute carries these: the line (LineID), the minute's start
+	// (Minute) and its figures.
+	LineID string
+	Minute time.Time
+	Counts MinuteCounts
 
 	// TraceParent and TraceState are the W3C trace context of what wrote
 	// the event (the restore that a failed order's OrderFailed set off, the
@@ -107,3 +116,14 @@ const (
 	ChangeApplied = "APPLIED"
 	ChangeRefused = "REFUSED"
 )
+
+// MinuteCounts is what one line of a queue counted in one minute (see
+// lua/prelude.lua, minute_add): the figures of the history and the sale
+// report.
+type MinuteCounts struct {
+	Arrivals, Admitted, ExpiredUnused, Left, Abandoned int64
+	// WaitHistogram counts the admitted people's waits per bucket (see
+	// WaitBucketLow); WaitMax is the longest.
+	WaitHistogram []int64
+	WaitMax       time.Duration
+}

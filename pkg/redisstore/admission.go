@@ -58,7 +58,7 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 // issueArgs are the issue script's arguments for one tick; tick is its id
 // (Store.nextTick).
 func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
-	args := make([]any, 0, 12+2*len(r.Grants))
+	args := make([]any, 0, 13+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
@@ -67,7 +67,7 @@ func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
 	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, tick,
-		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads)
+		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History))
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
@@ -159,4 +159,12 @@ func intOf(res []any, i int) int64 {
 		return n
 	}
 	return 0
+}
+
+// flag is a script's boolean argument: '1' or ''.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
 }

@@ -94,7 +94,9 @@ func TestLineKeyIsMadeOnceAndNeverShown(t *testing.T) {
 // TestEnterTimesGoWithThePeople: in a queue of three lines every place
 // comes with its enter time (entered); a tick reports the times of the
 // people next in its line, in order; the times go when their people
-// leave, are admitted, or the queue closes. A queue not split keeps none.
+// leave, are admitted, or the queue closes. A queue not split keeps them
+// too (the history measures waits from them), and they go with the
+// admitted.
 func TestEnterTimesGoWithThePeople(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
@@ -204,10 +206,16 @@ func TestEnterTimesGoWithThePeople(t *testing.T) {
 	}
 
 	plain := newQueue(t, s, nil)
-	if _, err := s.Enter(ctx, plain, "someone"); err != nil {
-		t.Fatal(err)
+	for _, u := range []string{"someone", "another"} {
+		if _, err := s.Enter(ctx, plain, u); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if rdb.Exists(ctx, redisstore.KeysFor(plain).Entered()).Val() != 0 {
-		t.Fatal("a queue not split keeps enter times")
+	if n := rdb.HLen(ctx, redisstore.KeysFor(plain).Entered()).Val(); n != 2 {
+		t.Fatalf("a queue not split keeps %d enter times for 2 people, want 2", n)
+	}
+	lcAdmit(t, s, plain, lead(t, s, plain, "a"), 0, 1)
+	if n := rdb.HLen(ctx, redisstore.KeysFor(plain).Entered()).Val(); n != 1 {
+		t.Fatalf("%d enter times after one of 2 was admitted, want 1", n)
 	}
 }

@@ -93,9 +93,10 @@ func (k Keys) Consumed(user string) string { return k.prefix + "consumed:" + use
 // reads it to tell its holder's retry from junk; settle and restore leave it.
 func (k Keys) Spent(user string) string { return k.prefix + "spent:" + user }
 
-// Entered is, in a line of a queue split into lines, when each person
-// waiting got their place (user -> Redis TIME in µs): the leader admits
-// across the lines in that order.
+// Entered is when each person waiting got their place (user -> Redis TIME
+// in µs): the admission measures their wait from it (Minutes), and the
+// leader of a queue split into lines admits across the lines in that
+// order.
 func (k Keys) Entered() string { return k.prefix + "entered" }
 
 // Seen is, with presence on (the knob awayAfterSeconds), when each person
@@ -151,6 +152,11 @@ func (k Keys) Lock() string { return k.prefix + "lock" }
 
 // Outbox is the stream of events written with the state change.
 func (k Keys) Outbox() string { return k.prefix + "outbox" }
+
+// Minutes is the line's history of the minutes not yet sent (hash:
+// "<minute>:<figure>" -> count; see lua/prelude.lua, minute_add): the
+// admission tick sends each finished minute as a QueueMinute event.
+func (k Keys) Minutes() string { return k.prefix + "minutes" }
 
 // Key lists per script, in the order the scripts read KEYS. Tests check that
 // each list hashes to one cluster slot.

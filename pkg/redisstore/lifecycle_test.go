@@ -90,11 +90,18 @@ func lcPerUserKeys(t *testing.T, rdb redis.UniversalClient, q string) (tokens, s
 // read every event for one consumer and acknowledge (delete) it.
 func lcAckAll(t *testing.T, s *redisstore.Store, q string) int {
 	t.Helper()
+	return len(lcRelayed(t, s, q))
+}
+
+// lcRelayed reads and acknowledges every event of q's outbox, as the relay
+// does, and returns them in order.
+func lcRelayed(t *testing.T, s *redisstore.Store, q string) []queue.Event {
+	t.Helper()
 	ctx := context.Background()
 	if err := s.EnsureOutboxGroup(ctx, q); err != nil {
 		t.Fatal(err)
 	}
-	acked := 0
+	var acked []queue.Event
 	for {
 		b, err := s.ReadOutboxes(ctx, "test-relay", 100, []queue.OutboxRead{{QueueID: q}})
 		if err != nil || len(b) != 1 || b[0].Err != nil {
@@ -106,7 +113,7 @@ func lcAckAll(t *testing.T, s *redisstore.Store, q string) int {
 		if err := s.AckOutboxes(ctx, b); err != nil {
 			t.Fatal(err)
 		}
-		acked += len(b[0].Events)
+		acked = append(acked, b[0].Events...)
 	}
 }
 

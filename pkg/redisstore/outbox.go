@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -190,8 +191,31 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
 			Actor: v("actor"), Address: v("addr"), Before: v("before"), After: v("after"), ETag: v("etag"),
 			Created: v("created") == "1", Closed: v("closed") == "1", Worded: v("worded") == "1", Outcome: v("outcome"), Refusal: v("refusal"),
+			LineID: v("line"), Minute: ms("min"), Counts: minuteCounts(v, num),
 			TraceParent: v("tp"), TraceState: v("ts"),
 		})
 	}
 	return out
+}
+
+// minuteCounts reads a QueueMinute entry's figures (v and num read its
+// fields); the histogram's "<bucket>:<count>" pairs become a dense list.
+func minuteCounts(v func(string) string, num func(string) int64) queue.MinuteCounts {
+	c := queue.MinuteCounts{
+		Arrivals: num("arr"), Admitted: num("adm"), ExpiredUnused: num("exp"), Left: num("left"), Abandoned: num("aband"),
+		WaitMax: time.Duration(num("wmax")) * time.Millisecond,
+	}
+	for _, pair := range strings.Split(v("wb"), ",") {
+		b, n, ok := strings.Cut(pair, ":")
+		i, err1 := strconv.Atoi(b)
+		k, err2 := strconv.ParseInt(n, 10, 64)
+		if !ok || err1 != nil || err2 != nil || i < 0 || i >= queue.WaitBuckets {
+			continue
+		}
+		for len(c.WaitHistogram) <= i {
+			c.WaitHistogram = append(c.WaitHistogram, 0)
+		}
+		c.WaitHistogram[i] += k
+	}
+	return c
 }

@@ -518,3 +518,38 @@ func TestTheAwayAtTheTailAreSkippedWhenThePresentRunOut(t *testing.T) {
 		t.Fatalf("u0009: %s, want ABANDONED", st.State)
 	}
 }
+
+// The same when the sightings have stopped (the drill of a Redis failover
+// to a lagging replica found it: the replica's first batch started a new
+// run, the last pollers were admitted before it was awayAfterSeconds old,
+// and no batch came again): the present run out, so the away person at
+// the tail has reached their turn whether or not sightings arrive; skipped,
+// their grace runs out and they are removed, not kept away for ever.
+func TestTheAwayAtTheTailAreSkippedWhenSightingsHaveStopped(t *testing.T) {
+	t.Parallel()
+	p := newPresenceLine(t, func(c *queue.Config) { c.AwayGraceSeconds = 0 })
+	ctx := context.Background()
+	p.quiet("u0009")
+	p.sighted(users(0, 1, 2, 3, 4, 5, 6, 7, 8)...)
+	if got := p.tick(4); !slices.Equal(got, users(0, 1, 2, 3)) {
+		t.Fatalf("admitted %v, want %v", got, users(0, 1, 2, 3))
+	}
+	if pr := p.presence(); pr.Away != 1 || pr.Skipped != 0 {
+		t.Fatalf("presence with people present behind: %+v, want 1 away, not skipped", pr)
+	}
+	// The last batch came 10 s ago, in a run that began just before it.
+	if err := p.rdb.HSet(ctx, p.k.Dispatch(), "presenceMs", time.Now().Add(-10*time.Second).UnixMilli(),
+		"presenceSinceMs", time.Now().Add(-11*time.Second).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.tick(20); !slices.Equal(got, users(4, 5, 6, 7, 8)) {
+		t.Fatalf("admitted %v, want %v", got, users(4, 5, 6, 7, 8))
+	}
+	if pr := p.presence(); pr.Away != 1 || pr.Skipped != 1 {
+		t.Fatalf("presence once the present ran out without sightings: %+v, want u0009 skipped", pr)
+	}
+	p.tick(0) // no grace, no sightings: removed all the same
+	if st := p.standing("u0009"); st.State != queue.Abandoned {
+		t.Fatalf("u0009: %s, want ABANDONED", st.State)
+	}
+}

@@ -18,3 +18,18 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// WithinAMinute waits, when less than d is left of the current minute of
+// the clock (the local Redis's too), until the next minute begins, so a
+// test that takes less than d runs within one minute: the history counts
+// per minute of Redis time (docs/DESIGN.md, "History").
+func WithinAMinute(t testing.TB, d time.Duration) {
+	t.Helper()
+	if d >= time.Minute {
+		t.Fatalf("WithinAMinute(%v): a test that long cannot fit in a minute", d)
+	}
+	now := time.Now()
+	if left := now.Truncate(time.Minute).Add(time.Minute).Sub(now); left < d {
+		time.Sleep(left + 50*time.Millisecond)
+	}
+}

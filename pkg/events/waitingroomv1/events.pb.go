@@ -1615,6 +1615,169 @@ func (x *QueueChanged) GetRefusal() string {
 	return ""
 }
 
+// QueueMinute: what happened in one minute of one line of a queue (a queue
+// split into lines has one per line and minute), for the queue's history
+// and sale report. Each line counts in Redis as things happen (Redis
+// time) and its admission tick sends a minute once it is over, or, once
+// the queue is closed, whatever it counted so far; a minute may so come in
+// more than one part (each with its own event_id): a consumer adds the
+// parts up. Routing key "queue.minute"; published by the
+// admission-dispatcher. Orders are not counted here: the order-service
+// counts its own.
+type QueueMinute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique id of this event (of this part of the minute), an opaque string
+	// (compare it, never parse it). A redelivered or republished event keeps
+	// its id: deduplicate by it.
+	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	// When the part was sent (Redis time).
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The queue.
+	QueueId string `protobuf:"bytes,3,opt,name=queue_id,json=queueId,proto3" json:"queue_id,omitempty"`
+	// The line: the queue id, or "<queue id>:<i>" for line i >= 1 of a queue
+	// split into lines.
+	LineId string `protobuf:"bytes,4,opt,name=line_id,json=lineId,proto3" json:"line_id,omitempty"`
+	// The minute's start (whole minutes of Redis time).
+	Minute *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=minute,proto3" json:"minute,omitempty"`
+	// People who got a place in the line, or a pre-queue entry before the
+	// start (an enter again by someone waiting is no arrival).
+	Arrivals uint64 `protobuf:"varint,6,opt,name=arrivals,proto3" json:"arrivals,omitempty"`
+	// People admitted (a TokenIssued each).
+	Admitted uint64 `protobuf:"varint,7,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	// Tokens that expired unused (a TokenExpired NO_SHOW each).
+	ExpiredUnused uint64 `protobuf:"varint,8,opt,name=expired_unused,json=expiredUnused,proto3" json:"expired_unused,omitempty"`
+	// People who left the line (the leave endpoint).
+	Left uint64 `protobuf:"varint,9,opt,name=left,proto3" json:"left,omitempty"`
+	// People removed while away past their grace (a UserAbandoned each).
+	Abandoned uint64 `protobuf:"varint,10,opt,name=abandoned,proto3" json:"abandoned,omitempty"`
+	// The admitted people's waits, from getting their place to the token (a
+	// person placed by the draw from the start), as counts per bucket:
+	// wait_histogram[0] under 100 ms, wait_histogram[i] in
+	// [100 * 2^((i-1)/4), 100 * 2^(i/4)) ms, four buckets to a doubling; the
+	// last (index 71) is open above. Trailing empty buckets are left out.
+	// Its sum is at most admitted (a person admitted with no enter time on
+	// record is not in it).
+	WaitHistogram []uint64 `protobuf:"varint,11,rep,packed,name=wait_histogram,json=waitHistogram,proto3" json:"wait_histogram,omitempty"`
+	// The longest of those waits, in milliseconds.
+	WaitMaxMs     int64 `protobuf:"varint,12,opt,name=wait_max_ms,json=waitMaxMs,proto3" json:"wait_max_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueMinute) Reset() {
+	*x = QueueMinute{}
+	mi := &file_waitingroom_v1_events_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueMinute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueMinute) ProtoMessage() {}
+
+func (x *QueueMinute) ProtoReflect() protoreflect.Message {
+	mi := &file_waitingroom_v1_events_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueMinute.ProtoReflect.Descriptor instead.
+func (*QueueMinute) Descriptor() ([]byte, []int) {
+	return file_waitingroom_v1_events_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueueMinute) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *QueueMinute) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *QueueMinute) GetQueueId() string {
+	if x != nil {
+		return x.QueueId
+	}
+	return ""
+}
+
+func (x *QueueMinute) GetLineId() string {
+	if x != nil {
+		return x.LineId
+	}
+	return ""
+}
+
+func (x *QueueMinute) GetMinute() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Minute
+	}
+	return nil
+}
+
+func (x *QueueMinute) GetArrivals() uint64 {
+	if x != nil {
+		return x.Arrivals
+	}
+	return 0
+}
+
+func (x *QueueMinute) GetAdmitted() uint64 {
+	if x != nil {
+		return x.Admitted
+	}
+	return 0
+}
+
+func (x *QueueMinute) GetExpiredUnused() uint64 {
+	if x != nil {
+		return x.ExpiredUnused
+	}
+	return 0
+}
+
+func (x *QueueMinute) GetLeft() uint64 {
+	if x != nil {
+		return x.Left
+	}
+	return 0
+}
+
+func (x *QueueMinute) GetAbandoned() uint64 {
+	if x != nil {
+		return x.Abandoned
+	}
+	return 0
+}
+
+func (x *QueueMinute) GetWaitHistogram() []uint64 {
+	if x != nil {
+		return x.WaitHistogram
+	}
+	return nil
+}
+
+func (x *QueueMinute) GetWaitMaxMs() int64 {
+	if x != nil {
+		return x.WaitMaxMs
+	}
+	return 0
+}
+
 var File_waitingroom_v1_events_proto protoreflect.FileDescriptor
 
 const file_waitingroom_v1_events_proto_rawDesc = "" +
@@ -1741,7 +1904,22 @@ const file_waitingroom_v1_events_proto_rawDesc = "" +
 	"\x04etag\x18\t \x01(\tR\x04etag\x12<\n" +
 	"\aoutcome\x18\n" +
 	" \x01(\x0e2\".waitingroom.v1.QueueChangeOutcomeR\aoutcome\x12\x18\n" +
-	"\arefusal\x18\v \x01(\tR\arefusal*\x87\x01\n" +
+	"\arefusal\x18\v \x01(\tR\arefusal\"\xa5\x03\n" +
+	"\vQueueMinute\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12;\n" +
+	"\voccurred_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\x19\n" +
+	"\bqueue_id\x18\x03 \x01(\tR\aqueueId\x12\x17\n" +
+	"\aline_id\x18\x04 \x01(\tR\x06lineId\x122\n" +
+	"\x06minute\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x06minute\x12\x1a\n" +
+	"\barrivals\x18\x06 \x01(\x04R\barrivals\x12\x1a\n" +
+	"\badmitted\x18\a \x01(\x04R\badmitted\x12%\n" +
+	"\x0eexpired_unused\x18\b \x01(\x04R\rexpiredUnused\x12\x12\n" +
+	"\x04left\x18\t \x01(\x04R\x04left\x12\x1c\n" +
+	"\tabandoned\x18\n" +
+	" \x01(\x04R\tabandoned\x12%\n" +
+	"\x0ewait_histogram\x18\v \x03(\x04R\rwaitHistogram\x12\x1e\n" +
+	"\vwait_max_ms\x18\f \x01(\x03R\twaitMaxMs*\x87\x01\n" +
 	"\x12TokenExpiredReason\x12$\n" +
 	" TOKEN_EXPIRED_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cTOKEN_EXPIRED_REASON_NO_SHOW\x10\x01\x12)\n" +
@@ -1782,7 +1960,7 @@ func file_waitingroom_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_waitingroom_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_waitingroom_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_waitingroom_v1_events_proto_goTypes = []any{
 	(TokenExpiredReason)(0),       // 0: waitingroom.v1.TokenExpiredReason
 	(OrderFailureReason)(0),       // 1: waitingroom.v1.OrderFailureReason
@@ -1799,33 +1977,36 @@ var file_waitingroom_v1_events_proto_goTypes = []any{
 	(*OrderHealth)(nil),           // 12: waitingroom.v1.OrderHealth
 	(*UserAbandoned)(nil),         // 13: waitingroom.v1.UserAbandoned
 	(*QueueChanged)(nil),          // 14: waitingroom.v1.QueueChanged
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*QueueMinute)(nil),           // 15: waitingroom.v1.QueueMinute
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_waitingroom_v1_events_proto_depIdxs = []int32{
-	15, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
-	15, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
-	15, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 0: waitingroom.v1.TokenIssued.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 1: waitingroom.v1.TokenIssued.activate_at:type_name -> google.protobuf.Timestamp
+	16, // 2: waitingroom.v1.TokenIssued.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 3: waitingroom.v1.TokenRestored.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 4: waitingroom.v1.TokenRestored.expires_at:type_name -> google.protobuf.Timestamp
+	16, // 5: waitingroom.v1.TokenExpired.occurred_at:type_name -> google.protobuf.Timestamp
 	0,  // 6: waitingroom.v1.TokenExpired.reason:type_name -> waitingroom.v1.TokenExpiredReason
-	15, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 7: waitingroom.v1.OrderCreated.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 8: waitingroom.v1.OrderFailed.occurred_at:type_name -> google.protobuf.Timestamp
 	1,  // 9: waitingroom.v1.OrderFailed.reason:type_name -> waitingroom.v1.OrderFailureReason
-	15, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
-	15, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
-	15, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 10: waitingroom.v1.QueueStarted.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 11: waitingroom.v1.QueueStarted.starts_at:type_name -> google.protobuf.Timestamp
+	16, // 12: waitingroom.v1.QueueDrawn.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 13: waitingroom.v1.OrderHealth.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 14: waitingroom.v1.UserAbandoned.occurred_at:type_name -> google.protobuf.Timestamp
 	2,  // 15: waitingroom.v1.UserAbandoned.reason:type_name -> waitingroom.v1.UserAbandonedReason
-	15, // 16: waitingroom.v1.QueueChanged.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 16: waitingroom.v1.QueueChanged.occurred_at:type_name -> google.protobuf.Timestamp
 	4,  // 17: waitingroom.v1.QueueChanged.action:type_name -> waitingroom.v1.QueueChangeAction
 	3,  // 18: waitingroom.v1.QueueChanged.outcome:type_name -> waitingroom.v1.QueueChangeOutcome
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	16, // 19: waitingroom.v1.QueueMinute.occurred_at:type_name -> google.protobuf.Timestamp
+	16, // 20: waitingroom.v1.QueueMinute.minute:type_name -> google.protobuf.Timestamp
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_waitingroom_v1_events_proto_init() }
@@ -1839,7 +2020,7 @@ func file_waitingroom_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_waitingroom_v1_events_proto_rawDesc), len(file_waitingroom_v1_events_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

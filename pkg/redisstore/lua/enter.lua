@@ -17,9 +17,11 @@
 -- A WAITING reply carries the place's sequence number and the queue's
 -- generation (createdAtMs): the gateway signs them into the entrant's ticket.
 --
--- A line of a queue split into lines records when each person got their
--- place (entered: user -> Redis TIME in µs): the leader admits across the
--- lines in that order (queue/arrival.go).
+-- Every line records when each person got their place (entered: user ->
+-- Redis TIME in µs): the admission measures their wait from it (history),
+-- and the leader of a queue split into lines admits across the lines in
+-- that order (queue/arrival.go). A new place or pre-queue entry counts in
+-- the minute's arrivals (minute_add, in the prelude).
 --
 -- With presence on (awayAfterSeconds), an enter is a sign of life: the
 -- entrant is seen now, and one who was away comes back to their place
@@ -53,13 +55,11 @@ if ARGV[6] and ARGV[6] ~= '' then
   -- Read before any write (a slot migrating fails the script here).
   redis.call('EXISTS', KEYS[10])
 end
-local split = (tonumber(cfg[10] or '1') or 1) > 1
-if split then
-  redis.call('EXISTS', KEYS[11])
-end
+redis.call('EXISTS', KEYS[11])
 -- Presence: its keys are read before any write.
 local tracked = (tonumber(cfg[11] or '0') or 0) > 0
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
+redis.call('EXISTS', prefix .. 'minutes')
 local away = nil
 if presence_flagged(cfg[11], KEYS[6]) then
   presence_reads(prefix)
@@ -142,7 +142,7 @@ if drawing == 'SCHEDULED' then
   -- Before the start: when one came does not matter, the draw decides.
   -- The score is the time of entry, for the record only.
   keep_trace()
-  redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
+  minute_add(prefix, 'arr', redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1]), now)
   if tracked then
     redis.call('ZADD', prefix .. 'seen', now, ARGV[1])
   end
@@ -159,7 +159,6 @@ redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 if tracked then
   redis.call('ZADD', prefix .. 'seen', now, ARGV[1])
 end
-if split then
-  redis.call('HSET', KEYS[11], ARGV[1], now_us())
-end
+redis.call('HSET', KEYS[11], ARGV[1], now_us())
+minute_add(prefix, 'arr', 1, now)
 return reply('WAITING', cfg[1], cfg[2], measured, total + 1, total + 1, nil, seq, cfg[9])

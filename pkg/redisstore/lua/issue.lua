@@ -61,7 +61,10 @@
 --       the events it writes carry,
 --       12 how many enter times of the people still waiting to report (a
 --       line of a queue split into lines; 0 for none),
---       13.. (secret, token id) pairs made by the caller, one per possible admission
+--       13 '1' to send the line's finished minutes (the history) to the
+--       outbox ('' leaves them in Redis, dropped with the queue: a caller
+--       that relays no events),
+--       14.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
 -- min rate, max rate, target latency ms, config version, interval ms,
 -- traceparents[, enter times]}, outcome OK | PAUSED | HELD; or
@@ -79,7 +82,8 @@
 local epoch = tonumber(ARGV[1])
 -- The dispatch hash, read once: fencing, the last applied tick, the credit.
 local d = redis.call('HMGET', KEYS[4], 'epoch', 'tickId', 'tickReply', 'credit', 'lastTickMs', 'measuredRate',
-  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier', 'presenceKeys', 'presenceSinceMs')
+  'effectiveRate', 'punctualMs', 'tickEpoch', 'presenceMs', 'frontier', 'presenceKeys', 'presenceSinceMs', 'minuteMark',
+  'minuteSends')
 local current = tonumber(d[1] or '0')
 if epoch ~= current then
   return {'STALE', current}
@@ -173,10 +177,11 @@ end
 -- keys, here; its registration in wr:queues, by the caller (another slot).
 -- The epoch stays an hour, so a re-created queue keeps fencing old leaders.
 if cfg[1] == 'CLOSED' and redis.call('ZCARD', KEYS[2]) == 0 and redis.call('ZCARD', KEYS[3]) == 0
-    and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0 then
+    and redis.call('ZCARD', KEYS[7]) == 0 and redis.call('XLEN', KEYS[5]) == 0
+    and (ARGV[13] ~= '1' or redis.call('HLEN', prefix .. 'minutes') == 0) then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], prefix .. 'left', prefix .. 'prequeue',
     prefix .. 'draw', prefix .. 'leftbins', prefix .. 'traces', prefix .. 'entered', prefix .. 'seen', prefix .. 'away',
-    prefix .. 'skipped', prefix .. 'texts')
+    prefix .. 'skipped', prefix .. 'texts', prefix .. 'minutes')
   redis.call('DEL', KEYS[4])
   redis.call('HSET', KEYS[4], 'epoch', current)
   redis.call('PEXPIRE', KEYS[4], 3600000)
@@ -299,14 +304,39 @@ if tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED' then
     redis.call('EXISTS', prefix .. 'traces')
   end
 end
+-- History: the minutes to send, read once a minute (minuteMark), and all
+-- of them once the queue is closed (it is deleted once none is left), if
+-- the outbox has room for them. What this tick counts comes after.
+local minute = minute_of(now)
+local sending, figures, mark = {}, {}, false
+redis.call('EXISTS', prefix .. 'minutes')
+if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
+  local all = redis.call('HGETALL', prefix .. 'minutes')
+  for i = 1, #all, 2 do
+    local m, figure = string.match(all[i], '^(%d+):(.+)$')
+    if m and (cfg[1] == 'CLOSED' or m ~= minute) then
+      if not figures[m] then
+        figures[m] = {}
+        sending[#sending + 1] = m
+      end
+      figures[m][figure] = all[i + 1]
+    end
+  end
+  if #sending > room - expiring - #abandoning then
+    sending = {}
+  else
+    table.sort(sending, function(a, b) return tonumber(a) < tonumber(b) end)
+    mark = cfg[1] ~= 'CLOSED'
+  end
+end
 local heads = {}
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 12) / 2)
+  local grants = math.floor((#ARGV - 13) / 2)
   -- What this tick could admit, however many wait.
-  local can = math.min(math.floor(credit), batch_cap, grants, room - expiring - #abandoning)
+  local can = math.min(math.floor(credit), batch_cap, grants, room - expiring - #abandoning - #sending)
   local max_active = tonumber(cfg[3])
   if max_active > 0 then
     -- This line's share of the slots: the lines' shares add up to maxActive.
@@ -345,8 +375,13 @@ if cfg[1] == 'OPEN' then
     heads = redis.call('ZRANGE', KEYS[2], 0, n - 1, 'WITHSCORES')
   end
   -- The present ran out with room to admit more: the away still ahead of
-  -- the frontier have reached their turn (below, they are skipped).
-  tail_reached = presence and #heads < 2 * can
+  -- the frontier have reached their turn (below, they are skipped). That
+  -- needs no sightings: the away were taken for away while sightings came,
+  -- and once nobody present is left to poll, none may come (the last
+  -- pollers admitted in a run of sightings still too young to sweep, after
+  -- a failover); their grace, which runs without sightings too, is what
+  -- keeps their place for them.
+  tail_reached = tracked and #heads < 2 * can
   if #heads > 0 then
     for i = 1, #heads, 2 do
       redis.call('EXISTS', prefix .. 'token:' .. heads[i])
@@ -368,8 +403,8 @@ if cfg[1] == 'OPEN' then
       end
     end
   end
-  if split and n > 0 then
-    -- Written below (the admitted people's times go).
+  if n > 0 then
+    -- Read below (the admitted people's waits), then their times go.
     redis.call('EXISTS', prefix .. 'entered')
   end
 end
@@ -423,6 +458,35 @@ end
 if #going + #returning > 0 then
   waiting = redis.call('ZCARD', KEYS[2])
 end
+
+-- History: the finished minutes go out, one QueueMinute each (its id
+-- numbered by the line's sends, so a minute sent twice, a closed queue's
+-- last one, is two parts of it); then this tick's own figures.
+if #sending > 0 then
+  local sends = redis.call('HINCRBY', KEYS[4], 'minuteSends', 1)
+  for _, m in ipairs(sending) do
+    local f = figures[m]
+    local buckets, names = {}, {}
+    for figure, n in pairs(f) do
+      names[#names + 1] = m .. ':' .. figure
+      local b = string.match(figure, '^w(%d+)$')
+      if b then
+        buckets[#buckets + 1] = b .. ':' .. n
+      end
+    end
+    table.sort(buckets)
+    emit(KEYS[5], {'type', 'QueueMinute', 'eid', 'minute.' .. line_id .. '.' .. m .. '.' .. sends, 'q', q,
+      'line', line_id, 'min', string.format('%d', tonumber(m) * 60000), 'arr', f.arr or 0, 'adm', f.adm or 0,
+      'exp', f.exp or 0, 'left', f.left or 0, 'aband', f.aband or 0, 'wmax', f.wmax or 0,
+      'wb', table.concat(buckets, ','), 'at', now})
+    redis.call('HDEL', prefix .. 'minutes', unpack(names))
+  end
+end
+if mark then
+  redis.call('HSET', KEYS[4], 'minuteMark', minute)
+end
+minute_add(prefix, 'exp', expired, now)
+minute_add(prefix, 'aband', #abandoning, now)
 
 if cfg[1] ~= 'OPEN' then
   -- Nothing accrues while not OPEN: a queue that reopens resumes at its
@@ -479,7 +543,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[11 + 2 * i], ARGV[12 + 2 * i]
+  local secret, tid = ARGV[12 + 2 * i], ARGV[13 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
@@ -518,13 +582,36 @@ if issued > 0 and traced_enters == 1 then
   end
   redis.call('HDEL', prefix .. 'traces', unpack(users))
 end
-if issued > 0 and split then
-  -- The admitted people's enter times go with them.
+if issued > 0 then
+  -- History: the admitted and their waits, from their enter times (a
+  -- person placed by the draw, who has none, waited from the start), which
+  -- go with them.
   local users = {}
   for i = 1, issued do
     users[i] = heads[2 * i - 1]
   end
+  local buckets, longest = {}, nil
+  local starts = tonumber(cfg[6] or '0') or 0
+  for _, at in ipairs(redis.call('HMGET', prefix .. 'entered', unpack(users))) do
+    local from = at and math.floor(tonumber(at) / 1000) or (starts > 0 and starts) or nil
+    if from then
+      local wait = math.max(0, now - from)
+      local b = wait_bucket(wait)
+      buckets[b] = (buckets[b] or 0) + 1
+      longest = math.max(longest or 0, wait)
+    end
+  end
   redis.call('HDEL', prefix .. 'entered', unpack(users))
+  minute_add(prefix, 'adm', issued, now)
+  for b, n in pairs(buckets) do
+    minute_add(prefix, 'w' .. b, n, now)
+  end
+  if longest then
+    local field = minute .. ':wmax'
+    if longest > (tonumber(redis.call('HGET', prefix .. 'minutes', field) or '0') or 0) then
+      redis.call('HSET', prefix .. 'minutes', field, string.format('%d', longest))
+    end
+  end
 end
 
 redis.call('HINCRBY', KEYS[4], 'issuedTotal', issued)

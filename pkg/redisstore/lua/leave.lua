@@ -9,8 +9,8 @@
 -- The leaver is also counted in the leftbins hash (see bins_add), where the
 -- replicas' frontier caches learn how many of the places ahead of a ticket
 -- are empty.
--- The leaver's enter time (entered, a line of a queue split into lines) goes
--- with them.
+-- The leaver's enter time (entered) goes with them. A leaver of the line
+-- counts in the minute's leaves (minute_add, in the prelude).
 -- An away person (presence, see mark_away) leaves the same way: their place
 -- is already a leaver's, or was passed.
 -- Called by: Store.Leave (store.go), for the queue-gateway's app.Store (Service.Leave)
@@ -39,6 +39,8 @@ if flagged then
   redis.call('EXISTS', prefix .. 'skipped')
 end
 redis.call('EXISTS', KEYS[8])
+redis.call('EXISTS', prefix .. 'minutes')
+local now = now_ms()
 redis.call('HDEL', KEYS[7], ARGV[1])
 redis.call('HDEL', KEYS[8], ARGV[1])
 if flagged then
@@ -48,6 +50,7 @@ if away then
   redis.call('ZREM', prefix .. 'away', ARGV[1])
   redis.call('ZREM', prefix .. 'skipped', ARGV[1])
   redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
+  minute_add(prefix, 'left', 1, now)
   return 1
 end
 if not score then
@@ -60,4 +63,5 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZADD', KEYS[4], seq, seq .. ':' .. ARGV[1])
 bins_add(KEYS[6], {tonumber(seq)}, 1)
 redis.call('HINCRBY', KEYS[3], 'leftTotal', 1)
+minute_add(prefix, 'left', 1, now)
 return 1

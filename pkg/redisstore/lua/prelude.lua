@@ -302,3 +302,33 @@ local function presence_reads(prefix)
     redis.call('EXISTS', prefix .. k)
   end
 end
+
+-- History (docs/DESIGN.md, "History"): each line counts what happened in
+-- each minute of Redis time in its minutes hash, field
+-- "<minute>:<figure>" (minute: whole minutes since the epoch). Figures:
+-- arr (people who got a place or a pre-queue entry), adm (admitted), exp
+-- (tokens expired unused), left (left the line), aband (removed away past
+-- their grace), w<i> (admitted people whose wait fell in bucket i, see
+-- wait_bucket) and wmax (the longest wait, ms). The admission tick sends
+-- each finished minute to the outbox as a QueueMinute event (issue.lua).
+local function minute_of(now)
+  return string.format('%d', math.floor(now / 60000))
+end
+
+local function minute_add(prefix, figure, n, now)
+  if n ~= 0 then
+    redis.call('HINCRBY', prefix .. 'minutes', minute_of(now) .. ':' .. figure, n)
+  end
+end
+
+-- Wait buckets: 0 is under 100 ms; i >= 1 is [100 * 2^((i-1)/4),
+-- 100 * 2^(i/4)) ms, four to a doubling (a bucket is 19 % wide); the last,
+-- WAIT_BUCKETS - 1 (from about 5 hours), is open. queue.WaitBucketBounds
+-- (Go) is the same table.
+local WAIT_BUCKETS = 72
+local function wait_bucket(ms)
+  if ms < 100 then
+    return 0
+  end
+  return math.min(WAIT_BUCKETS - 1, math.floor(4 * math.log(ms / 100) / math.log(2)) + 1)
+end

@@ -556,7 +556,8 @@ func fill(t *testing.T, c *cluster, ids []string, perQueue int) {
 		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range cmds {
 				u := userName(i)
-				keys := []string{k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Dispatch(), k.Pow(""), k.PreQueue(), k.Draw()}
+				keys := []string{k.Config(), k.Waiting(), k.Seq(), k.Token(u), k.Status(u), k.Dispatch(), k.Pow(""), k.PreQueue(), k.Draw(),
+					k.Traces(), k.Entered()}
 				cmds[i] = enter.EvalSha(ctx, p, keys, u, "", 0, 0)
 			}
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/history"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
@@ -21,7 +22,9 @@ type Options struct {
 	// through it.
 	Service *order.Service
 	// Audit lists the operators' changes of the queues.
-	Audit    *audit.Service
+	Audit *audit.Service
+	// History makes the queues' sale reports.
+	History  *history.Service
 	Verifier *auth.Verifier
 	Log      *slog.Logger
 	Registry *prometheus.Registry
@@ -41,8 +44,8 @@ type handler struct {
 
 // New returns the order-service's routes.
 func New(o Options) (http.Handler, error) {
-	if o.Service == nil || o.Audit == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
-		return nil, errors.New("httpapi: service, audit, verifier, log, registry and health are required")
+	if o.Service == nil || o.Audit == nil || o.History == nil || o.Verifier == nil || o.Log == nil || o.Registry == nil || o.Health == nil {
+		return nil, errors.New("httpapi: service, audit, history, verifier, log, registry and health are required")
 	}
 	e, err := httpserver.NewEngine(httpserver.EngineOptions{
 		Service: "order-service", Log: o.Log, Registry: o.Registry, Health: o.Health, TrustedProxies: o.TrustedProxies, CORSOrigins: o.CORSOrigins,
@@ -64,6 +67,7 @@ func New(o Options) (http.Handler, error) {
 	admin := e.Group("/admin/v1", user, auth.RequireAdmin())
 	admin.PUT("/products/:productId", h.putProduct)
 	admin.GET("/audit", auditRoutes{trail: o.Audit, log: o.Log}.list)
+	admin.GET("/queues/:queueId/report", reportRoutes{history: o.History, log: o.Log}.report)
 	httpserver.ServeOpenAPI(e, OpenAPI)
 	return e, nil
 }

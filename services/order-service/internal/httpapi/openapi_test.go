@@ -12,6 +12,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/history"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
@@ -25,7 +26,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: audit.New(nil), Verifier: ver, Log: log,
+	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: audit.New(nil), History: history.New(nil), Verifier: ver, Log: log,
 		Registry: prometheus.NewRegistry(), Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	if !slices.Equal(routes, ops) {
 		t.Fatalf("routes and OpenAPI operations differ:\nroutes:  %v\nopenapi: %v", routes, ops)
 	}
-	if len(routes) != 8 {
-		t.Fatalf("%d routes, want 8", len(routes))
+	if len(routes) != 9 {
+		t.Fatalf("%d routes, want 9", len(routes))
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/history"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
@@ -174,7 +175,7 @@ func FuzzPlaceOrder(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: audit.New(nil), Verifier: ver, Log: log,
+	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: audit.New(nil), History: history.New(nil), Verifier: ver, Log: log,
 		Registry: prometheus.NewRegistry(), Health: httpserver.NewHealth(nil)})
 	if err != nil {
 		f.Fatal(err)

@@ -85,6 +85,9 @@ type OutboxEvent struct {
 	// Attempt is the order attempt the event resolves (Event.Attempt):
 	// the outbox holds one event per attempt.
 	Attempt string
+	// QueueID is the queue the order (or failure) was in: the history
+	// counts each queue's orders per minute from the outbox.
+	QueueID string
 	// TraceParent and TraceState are the W3C trace context the event was
 	// written in: its publish continues that trace. Empty when untraced.
 	TraceParent, TraceState string

@@ -30,6 +30,7 @@ func Encode(e order.Event) (order.OutboxEvent, error) {
 			OrderId: o.ID, TokenId: o.EntryTokenID, ProductId: o.ProductID, Quantity: int32(o.Quantity),
 			Bypassed: o.Bypassed,
 		}, events.RoutingKeyOrderCreated, o.CreatedAt
+		ob.QueueID = o.QueueID
 	case order.Failed:
 		reason, ok := waitingroomv1.OrderFailureReason_value["ORDER_FAILURE_REASON_"+string(e.Reason)]
 		if !ok {
@@ -40,6 +41,7 @@ func Encode(e order.Event) (order.OutboxEvent, error) {
 			TokenId: e.TokenID, OrderId: e.OrderID, Reason: waitingroomv1.OrderFailureReason(reason),
 			Restorable: e.Restorable, RemainingTtlMs: e.RemainingTTL.Milliseconds(),
 		}, events.RoutingKeyOrderFailed, e.At
+		ob.QueueID = e.QueueID
 	case nil:
 		return order.OutboxEvent{}, errors.New("pg: encode: no event")
 	default:

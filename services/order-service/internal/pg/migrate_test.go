@@ -35,7 +35,7 @@ func appliedVersions(t *testing.T, raw *sql.DB) []int64 {
 
 func checkSchema(t *testing.T, raw *sql.DB) {
 	t.Helper()
-	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(got, want) {
+	if got, want := appliedVersions(t, raw), []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(got, want) {
 		t.Fatalf("applied versions %v, want %v (each once)", got, want)
 	}
 	n := count(t, raw, `SELECT count(*) FROM information_schema.tables

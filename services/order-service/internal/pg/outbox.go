@@ -14,9 +14,9 @@ import (
 // transaction's ctx (the request's).
 func insertEvent(tx *gorm.DB, e order.OutboxEvent) error {
 	tp, ts := telemetry.Context(tx.Statement.Context)
-	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts).Error
+	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate, queue_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts, e.QueueID).Error
 }
 
 // attempt is the outbox's attempt column: NULL for an event that resolves
@@ -57,9 +57,9 @@ func (d *DB) AddEvent(ctx context.Context, ev order.Event) (bool, error) {
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	tp, ts := telemetry.Context(ctx)
-	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
-		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts)
+	res := d.conn(tctx).Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate, queue_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts, e.QueueID)
 	if attemptTaken(res.Error) {
 		return false, fmt.Errorf("pg: add event %s: %w", e.EventID, order.ErrOrderPlaced)
 	}

@@ -126,10 +126,21 @@ type Config struct {
 	// OPEN; 0: no bound beyond the queue's.
 	FailOpenMaxOrdersPerUser int64 `env:"FAIL_OPEN_MAX_ORDERS_PER_USER" envDefault:"1"`
 	// QueueChangesQueue is the quorum queue the replicas share to store
-	// the operators' changes of the queues (QueueChanged, queue.changed)
-	// in the audit trail, GET /admin/v1/audit. Deployments on one RabbitMQ
-	// vhost with different exchanges need different names.
+	// the queues' records: the operators' changes (QueueChanged,
+	// queue.changed) in the audit trail, GET /admin/v1/audit, and the
+	// lines' minutes (QueueMinute, queue.minute) in the history the sale
+	// report is made of. Deployments on one RabbitMQ vhost with different
+	// exchanges need different names.
 	QueueChangesQueue string `env:"QUEUE_CHANGES_QUEUE" envDefault:"order-service.queue-changes"`
+	// HistoryRetention keeps each queue's minutes (GET
+	// /admin/v1/queues/{queueId}/report) this long; 0 keeps them forever,
+	// otherwise at least 24h.
+	HistoryRetention time.Duration `env:"HISTORY_RETENTION" envDefault:"720h"`
+	// HistoryRollUpInterval is how often a replica counts the orders of the
+	// last minutes per queue and minute for the history (every replica
+	// does, with the same result): a report's orders are this far behind
+	// at most. From 1s to 5m.
+	HistoryRollUpInterval time.Duration `env:"HISTORY_ROLLUP_INTERVAL" envDefault:"30s"`
 }
 
 // minRetention is the shortest retention allowed: an outbox row's event id
@@ -193,6 +204,12 @@ func (c *Config) Validate() error {
 	if c.HealthInterval != 0 && (c.HealthInterval < minHealthInterval || c.HealthInterval > maxHealthInterval) {
 		errs = append(errs, fmt.Errorf("ORDER_HEALTH_INTERVAL must be 0 (off) or between %s and %s (the dispatcher takes a queue without a report for 5s as stale), got %s",
 			minHealthInterval, maxHealthInterval, c.HealthInterval))
+	}
+	if c.HistoryRetention != 0 && c.HistoryRetention < 24*time.Hour {
+		errs = append(errs, fmt.Errorf("HISTORY_RETENTION must be 0 (keep forever) or at least 24h, got %s", c.HistoryRetention))
+	}
+	if c.HistoryRollUpInterval < time.Second || c.HistoryRollUpInterval > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("HISTORY_ROLLUP_INTERVAL must be between 1s and 5m, got %s", c.HistoryRollUpInterval))
 	}
 	if c.RetentionInterval <= 0 {
 		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))

@@ -13,6 +13,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/service"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/audit"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/history"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/httpapi"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
@@ -103,7 +104,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		return nil, err
 	}
 	trail := audit.New(db)
-	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: trail, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
+	hist := history.New(db)
+	h, err := httpapi.New(httpapi.Options{Service: svc, Audit: trail, History: hist, Verifier: ver, Log: log, Registry: b.Registry, Health: b.Health(),
 		TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSAllowedOrigins, Limits: local})
 	if err != nil {
 		return nil, err
@@ -122,7 +124,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		return nil
 	})
 	b.Group.Go("queue changes", func(ctx context.Context) error {
-		return conn.Consume(ctx, queueChanges(cfg.QueueChangesQueue), recordChange(trail, log))
+		return conn.Consume(ctx, queueChanges(cfg.QueueChangesQueue), recordChange(trail, hist, log))
 	})
 	b.Group.Go("queue configurations", configs.Run)
 	b.Group.Go("outbox relay", func(ctx context.Context) error {
@@ -138,6 +140,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	}
 	b.Group.Go("reaper", func(ctx context.Context) error {
 		svc.ReapLoop(ctx, cfg.ReapInterval)
+		return nil
+	})
+	b.Group.Go("history", func(ctx context.Context) error {
+		hist.Loop(ctx, cfg.HistoryRollUpInterval, cfg.HistoryRetention, log)
 		return nil
 	})
 	// A task: with both retentions off there is nothing to prune.
