@@ -161,7 +161,7 @@ func intOf(res []any, i int) int64 {
 	return 0
 }
 
-// flag is a script's boolean argument: '1' or ''.
+// flag is a script's boolean argument: '1' or ”.
 func flag(b bool) string {
 	if b {
 		return "1"
