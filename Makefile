@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs bench-overhead run clean services-up podman images images-test screenshots lighthouse
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs bench-overhead run clean services-up podman images images-test screenshots console-screenshots lighthouse
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -32,6 +32,11 @@ test: vet ## install and start what the tests need (local servers, Chromium), ve
 	@# allocation counts hold only without -race: the packages that count them, not the workspace
 	@pkgs=$$(grep -rl --include='*_test.go' 'func Test[A-Za-z]*DoesNotAllocate' pkg services | xargs -r -n1 dirname | sort -u | sed 's|^|./|'); \
 	  if [ -n "$$pkgs" ]; then echo "$(GO) test -count=1 -run DoesNotAllocate $$pkgs"; $(GO) test -count=1 -run DoesNotAllocate $$pkgs; fi
+
+console-screenshots: ## draw the operators' console (overview, one queue, the sale report) at 1280 px into screenshots/ (not committed)
+	@deploy/local/services-up.sh --install --tests --fonts
+	E2E_CONSOLE_SHOTS=$(CURDIR)/screenshots $(GO) test -count=1 -run 'TestBrowserConsole' ./deploy/e2e
+	@ls -1 screenshots/console-*.png
 
 screenshots: ## draw the waiting page (a person third in line) in English, German, Japanese and Arabic at 1280 and 320 px into screenshots/ (not committed)
 	@deploy/local/services-up.sh --install --tests --fonts

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: start the stack (make run) in the background, create the queue
 # "loadtest" (175 admissions/s) and the product "loadtest-tee" (stock 1000),
-# run the load generator with 2000 users, print its report; then the ETA
+# run the load generator with 2000 users, print its report, and check the
+# order-service's sale report of those minutes against it; then the ETA
 # drill: 1,000 users entering over 10 s a queue admitting 20/s, three in ten
 # leaving at a random moment of the wait they were told, and the report's
 # ETA line; stop the stack.
@@ -71,9 +72,40 @@ sale() {
     -d "{\"queueId\":\"$1\",\"name\":\"Demo tee\",\"stock\":$3,\"priceCents\":100}" >/dev/null
   led "$1"
 }
+# report checks the order-service's sale report of queue $1 over the
+# minutes from $2 to now (RFC 3339) against the load generator's counts in
+# its output $3: arrivals = entered, admitted = admissions, ordersCreated =
+# orders created, exactly, and its CSV has a header and one row a minute.
+# The last minute is sent when it ends and the orders are rolled up every
+# 30 s, so it asks again for up to 90 s.
+report() {
+  local q=$1 from=$2 out=$3 to entered admitted created got=""
+  to=$(date -u -d "@$(( ($(date +%s) / 60 + 1) * 60 ))" +%Y-%m-%dT%H:%M:%SZ)
+  entered=$(awk '$1 == "enter" {print $2; exit}' "$out")
+  admitted=$(awk '$1 == "admissions" {print $2; exit}' "$out")
+  created=$(sed -nE 's/^orders: created ([0-9]+),.*/\1/p' "$out" | head -1)
+  local want="$entered $admitted $created"
+  for _ in $(seq 1 90); do
+    got=$(curl -fsS "$ORDERS/admin/v1/queues/$q/report?from=$from&to=$to" -H "Authorization: Bearer $admin" |
+      jq -r '"\(.totals.arrivals) \(.totals.admitted) \(.totals.ordersCreated)"') || got=""
+    [ "$got" = "$want" ] && break
+    sleep 1
+  done
+  local minutes rows
+  minutes=$(( ($(date -u -d "$to" +%s) - $(date -u -d "$from" +%s)) / 60 ))
+  rows=$(curl -fsS "$ORDERS/admin/v1/queues/$q/report?from=$from&to=$to&format=csv" -H "Authorization: Bearer $admin" | wc -l)
+  echo "sale report of $q, $from to $to: arrivals, admitted, ordered $got (loadgen: $want); CSV $rows lines for $minutes minutes"
+  if [ "$got" != "$want" ] || [ "$rows" -ne $((minutes + 1)) ]; then
+    echo "the sale report does not match the sale" >&2
+    return 1
+  fi
+}
+from=$(date -u +%Y-%m-%dT%H:%M:00Z)
 sale "$QUEUE" "$RATE" "$STOCK"
 echo "queue $QUEUE at $RATE/s, product $QUEUE-tee with stock $STOCK; $USERS users"
-bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE" -product "$QUEUE-tee" -users "$USERS" "$@"
+out=$(mktemp /tmp/waitingroom-demo-loadgen.XXXXXX.txt)
+bin/loadgen -gateway "$GATEWAY" -orders "$ORDERS" -queue "$QUEUE" -product "$QUEUE-tee" -users "$USERS" "$@" | tee "$out"
+report "$QUEUE" "$from" "$out"
 
 [ "$ETA_USERS" -gt 0 ] || exit 0
 # The ETA drill: a line long enough to estimate (about 30 s of waiting at

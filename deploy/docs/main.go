@@ -1,14 +1,16 @@
 // Command docs writes the configuration reference from the code that
 // declares the settings, so that each is documented once, in a Go doc
 // comment: docs/CONFIGURATION.md (every environment variable, every queue
-// knob, the tracing variables) and the QueueKnobs schema of the
-// queue-gateway's OpenAPI document. `make docs` runs it from the
+// knob, the tracing variables), the QueueKnobs schema of the
+// queue-gateway's OpenAPI document and the knobs the operators' console
+// shows (their meaning and limits). `make docs` runs it from the
 // repository root; its test fails while what it would write differs from
 // what is committed.
 package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,6 +22,7 @@ import (
 const (
 	configurationMD = "docs/CONFIGURATION.md"
 	gatewayOpenAPI  = "services/queue-gateway/internal/httpapi/openapi.yaml"
+	consoleKnobs    = "services/queue-gateway/internal/web/static/console/knobs.json"
 )
 
 func main() {
@@ -82,6 +85,7 @@ func generate(root string) ([]file, error) {
 	return []file{
 		{configurationMD, markdown(vars, services(decls), knobs, tracing)},
 		{gatewayOpenAPI, api},
+		{consoleKnobs, knobsJSON(knobs)},
 	}, nil
 }
 
@@ -106,4 +110,24 @@ func packageDoc(root, dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s has no package comment", dir)
+}
+
+// knobsJSON is the knobs as the console reads them: name, kind, values,
+// default, range and meaning, in the Config struct's order.
+func knobsJSON(knobs []knob) []byte {
+	type entry struct {
+		Name    string   `json:"name"`
+		Kind    string   `json:"kind"`
+		Enum    []string `json:"enum,omitempty"`
+		Default string   `json:"default,omitempty"`
+		Min     string   `json:"min,omitempty"`
+		Max     string   `json:"max,omitempty"`
+		Doc     string   `json:"doc"`
+	}
+	out := make([]entry, len(knobs))
+	for i, k := range knobs {
+		out[i] = entry{k.name, k.kind, k.enum, k.def, k.min, k.max, k.doc}
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	return append(b, '\n')
 }

@@ -31,7 +31,7 @@ import (
 
 // foreverKeys are the per-queue keys (wr:{q}:<name>) that may have no expiry.
 var foreverKeys = []string{"config", "waiting", "seq", "active", "inflight", "dispatch", "outbox", "left", "leftbins", "prequeue", "draw",
-	"seen", "away", "skipped"}
+	"seen", "away", "skipped", "entered", "traces", "texts", "minutes"}
 
 // keyAuditSettle are the pauses before each re-check of a finding.
 var keyAuditSettle = []func(context.Context) error{sleep(2 * time.Second), sleep(3 * time.Second)}

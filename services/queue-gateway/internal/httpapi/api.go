@@ -80,6 +80,7 @@ func New(o Options) (http.Handler, error) {
 
 	admin := e.Group("/admin/v1", user, auth.RequireAdmin())
 	admin.GET("/queues", h.listQueues)
+	admin.GET("/overview", h.overview)
 	admin.PUT("/queues/:queueId", h.putQueue)
 	admin.GET("/queues/:queueId", h.getQueue)
 	admin.DELETE("/queues/:queueId", h.deleteQueue)
@@ -100,6 +101,7 @@ func New(o Options) (http.Handler, error) {
 			e.Handle(m, "/", gin.WrapF(page.Page))
 			e.Handle(m, "/q/:queueId", h.queuePage(page))
 			e.Handle(m, "/config.json", gin.WrapF(page.Config))
+			e.Handle(m, "/console", gin.WrapF(page.Console))
 			e.Handle(m, "/static/*file", gin.WrapF(page.Static))
 		}
 	}

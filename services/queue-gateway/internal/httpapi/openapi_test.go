@@ -31,8 +31,8 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	if !slices.Equal(routes, ops) {
 		t.Fatalf("routes and OpenAPI operations differ:\nroutes:  %v\nopenapi: %v", routes, ops)
 	}
-	if len(routes) != 25 {
-		t.Fatalf("%d routes, want 25", len(routes))
+	if len(routes) != 28 {
+		t.Fatalf("%d routes, want 28", len(routes))
 	}
 	if r := h.must("GET", "/openapi.yaml", "", nil); r.status != 200 || string(r.body) != string(httpapi.OpenAPI) {
 		t.Fatalf("GET /openapi.yaml: %d", r.status)

@@ -91,7 +91,7 @@ func origin(raw string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-//go:embed static
+//go:embed static console.html
 var files embed.FS
 
 // asset is one embedded file, ready to serve.
@@ -107,6 +107,8 @@ type asset struct {
 type Handler struct {
 	index   []byte
 	indexGz []byte
+	// console and consoleGz are the operators' console (console.html).
+	console, consoleGz []byte
 	config  []byte
 	assets  map[string]asset
 	headers map[string]string
@@ -157,6 +159,14 @@ func New(cfg Config) (*Handler, error) {
 		index = bytes.ReplaceAll(index, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
 	}
 	h.index, h.indexGz = index, gzipped(index)
+	console, err := files.ReadFile("console.html")
+	if err != nil {
+		return nil, err
+	}
+	for name, a := range h.assets {
+		console = bytes.ReplaceAll(console, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
+	}
+	h.console, h.consoleGz = console, gzipped(console)
 	langs, err := h.languages()
 	if err != nil {
 		return nil, err
@@ -365,6 +375,24 @@ func (h *Handler) Page(w http.ResponseWriter, r *http.Request) {
 	body := h.index
 	if takesGzip(w, r) {
 		body = h.indexGz
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// Console serves the operators' console (/console): one document, its
+// script and style under /static/console/, the same headers as the page
+// (no inline code; it calls this origin and the order-service). Never
+// cached, like the page.
+func (h *Handler) Console(w http.ResponseWriter, r *http.Request) {
+	h.secure(w)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	body := h.console
+	if takesGzip(w, r) {
+		body = h.consoleGz
 	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
