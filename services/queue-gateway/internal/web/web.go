@@ -109,9 +109,9 @@ type Handler struct {
 	indexGz []byte
 	// console and consoleGz are the operators' console (console.html).
 	console, consoleGz []byte
-	config  []byte
-	assets  map[string]asset
-	headers map[string]string
+	config             []byte
+	assets             map[string]asset
+	headers            map[string]string
 	// en is the English messages, and codes the languages the page
 	// speaks: what a queue's own wording is checked against (CheckTexts).
 	en    map[string]message
