@@ -166,3 +166,44 @@ func (c *RateController) judge(why string, current, lo, hi float64, p95, target 
 	return RateStep{Rate: min(hi, current+(hi-lo)/IncreaseSteps), Decision: RateIncrease,
 		Reason: fmt.Sprintf("healthy (p95 %v, target %v, %d orders)", p95.Round(time.Millisecond), target, orders)}
 }
+
+// OrderPath is how a queue's orders went in the last health interval, as
+// its order-service replicas reported it (order.health), added up: the
+// order attempts, those created, those answered 503 or timed out, the
+// worst p95 and the largest outbox backlog of any replica. The leader
+// records it with its ticks, for the admin view and the console.
+type OrderPath struct {
+	P95                                           time.Duration
+	Attempts, Created, Unavailable, OutboxBacklog int64
+	// At is when it was recorded (zero: no report).
+	At time.Time
+}
+
+// Summary is the order path's health from the reports of the interval
+// that ended last (those within 1.5 intervals of the newest); false
+// without a report newer than HealthStaleAfter.
+func (c *RateController) Summary(now time.Time) (OrderPath, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var newest time.Time
+	for _, h := range c.reports {
+		if now.Sub(h.At) <= HealthStaleAfter && h.At.After(newest) {
+			newest = h.At
+		}
+	}
+	if newest.IsZero() {
+		return OrderPath{}, false
+	}
+	var p OrderPath
+	for _, h := range c.reports {
+		if window := max(h.Interval, time.Second) * 3 / 2; newest.Sub(h.At) >= window || now.Sub(h.At) > HealthStaleAfter {
+			continue
+		}
+		p.Attempts += h.Orders
+		p.Created += h.Created
+		p.Unavailable += h.Unavailable
+		p.P95 = max(p.P95, h.P95)
+		p.OutboxBacklog = max(p.OutboxBacklog, h.OutboxBacklog)
+	}
+	return p, true
+}

@@ -142,3 +142,25 @@ func TestAdaptiveKnobs(t *testing.T) {
 		t.Errorf("patch: %+v %v", got, perrs)
 	}
 }
+
+// TestOrderPathSummaryAddsTheLastIntervalUp: two replicas' reports of the
+// last second add up (attempts, created, unavailable), the worst p95 and
+// the largest backlog win; a report older than the interval is left out,
+// and with none fresher than HealthStaleAfter there is no summary.
+func TestOrderPathSummaryAddsTheLastIntervalUp(t *testing.T) {
+	c := NewRateController()
+	t0 := time.Now()
+	if _, ok := c.Summary(t0); ok {
+		t.Fatal("a summary without a report")
+	}
+	c.Observe(OrderHealth{Source: "old", At: t0.Add(-3 * time.Second), Interval: time.Second, Orders: 1000, Created: 1000, P95: time.Second})
+	c.Observe(OrderHealth{Source: "a", At: t0, Interval: time.Second, Orders: 100, Created: 90, Unavailable: 4, P95: 80 * time.Millisecond, OutboxBacklog: 7})
+	c.Observe(OrderHealth{Source: "b", At: t0.Add(-200 * time.Millisecond), Interval: time.Second, Orders: 60, Created: 60, P95: 120 * time.Millisecond, OutboxBacklog: 3})
+	p, ok := c.Summary(t0)
+	if want := (OrderPath{P95: 120 * time.Millisecond, Attempts: 160, Created: 150, Unavailable: 4, OutboxBacklog: 7}); !ok || p != want {
+		t.Fatalf("summary %+v %v, want %+v", p, ok, want)
+	}
+	if _, ok := c.Summary(t0.Add(HealthStaleAfter + time.Second)); ok {
+		t.Fatal("a summary from stale reports")
+	}
+}

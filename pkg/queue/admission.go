@@ -129,6 +129,10 @@ type IssueRequest struct {
 	// ticks do; a caller that relays no events leaves them in Redis, where
 	// they go with the queue.
 	History bool
+	// OrderPath, when set, is recorded with the tick for the admin view
+	// (Stats.OrderPath): the order path's health from the leader's
+	// reports.
+	OrderPath *OrderPath
 }
 
 // Why a tick admitted nobody although the queue is open.

@@ -194,7 +194,13 @@ type Stats struct {
 	// Presence: the queue's away people and what became of them (zero
 	// with presence off).
 	Presence Presence
+	// OrderPath is the order path's health as the leader last recorded
+	// it (At zero: never, or not in the last OrderPathFresh).
+	OrderPath OrderPath
 }
+
+// OrderPathFresh is how long a recorded order-path health is shown.
+const OrderPathFresh = 5 * time.Second
 
 // Presence is a queue's away people now and its presence counters.
 type Presence struct {

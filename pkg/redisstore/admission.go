@@ -58,7 +58,7 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 // issueArgs are the issue script's arguments for one tick; tick is its id
 // (Store.nextTick).
 func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
-	args := make([]any, 0, 13+2*len(r.Grants))
+	args := make([]any, 0, 14+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
@@ -67,7 +67,7 @@ func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
 	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, tick,
-		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History))
+		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History), orderPath(r.OrderPath))
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
@@ -161,7 +161,16 @@ func intOf(res []any, i int) int64 {
 	return 0
 }
 
-// flag is a script's boolean argument: '1' or ”.
+// orderPath is the issue script's ARGV 14: "<p95 ms>,<attempts>,<created>,
+// <unavailable>,<outbox backlog>", or empty for none.
+func orderPath(p *queue.OrderPath) string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d,%d,%d,%d,%d", p.P95.Milliseconds(), p.Attempts, p.Created, p.Unavailable, p.OutboxBacklog)
+}
+
+// flag is a script's boolean argument: "1" or empty.
 func flag(b bool) string {
 	if b {
 		return "1"

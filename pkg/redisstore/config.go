@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -267,7 +268,7 @@ func (s *Store) lineConfig(ctx context.Context, q, id string) (queue.Config, que
 	if len(res) == 1 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: %w", q, queue.ErrNotFound)
 	}
-	if len(res) != 11 {
+	if len(res) != 12 {
 		return queue.Config{}, queue.Stats{}, fmt.Errorf("config %s: bad stats reply (%d values)", q, len(res))
 	}
 	flat, _ := res[1].([]any)
@@ -286,6 +287,14 @@ func (s *Store) lineConfig(ctx context.Context, q, id string) (queue.Config, que
 	if p, _ := res[10].([]any); len(p) == 5 {
 		st.Presence = queue.Presence{Away: intOf(p, 0), Skipped: intOf(p, 1), AwayTotal: intOf(p, 2),
 			CameBackTotal: intOf(p, 3), AbandonedTotal: intOf(p, 4)}
+	}
+	if p := strings.Split(str(res[11]), ","); len(p) == 6 {
+		n := make([]int64, 6)
+		for i, v := range p {
+			n[i], _ = strconv.ParseInt(v, 10, 64)
+		}
+		st.OrderPath = queue.OrderPath{P95: time.Duration(n[0]) * time.Millisecond, Attempts: n[1], Created: n[2], Unavailable: n[3],
+			OutboxBacklog: n[4], At: time.UnixMilli(n[5]).UTC()}
 	}
 	if d, _ := res[7].([]any); len(d) == 7 {
 		st.Draw = &queue.Draw{

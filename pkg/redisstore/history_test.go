@@ -209,3 +209,36 @@ func TestHistoryOfAClosedQueueIsSentBeforeItGoes(t *testing.T) {
 		t.Fatalf("tick with the history relayed: %+v, want gone", r)
 	}
 }
+
+// TestTheOrderPathIsRecordedWithTheTick: a tick given the order path's
+// health records it; the admin figures show it while it is under 5 s old
+// (queue.OrderPathFresh), and not after.
+func TestTheOrderPathIsRecordedWithTheTick(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	ctx := context.Background()
+	q := newQueue(t, s, nil)
+	epoch := lead(t, s, q, "a")
+	path := queue.OrderPath{P95: 230 * time.Millisecond, Attempts: 175, Created: 170, Unavailable: 2, OutboxBacklog: 12}
+	if _, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: lcTick, Grants: grants(t, 1), OrderPath: &path}); err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := s.Config(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := st.OrderPath
+	if time.Since(got.At) > time.Minute {
+		t.Fatalf("recorded at %v, want about now", got.At)
+	}
+	got.At = time.Time{}
+	if got != path {
+		t.Fatalf("order path %+v, want %+v", got, path)
+	}
+	if err := rdb.HSet(ctx, redisstore.KeysFor(q).Dispatch(), "orderPathMs", time.Now().Add(-6*time.Second).UnixMilli()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, st, _ := s.Config(ctx, q); !st.OrderPath.At.IsZero() {
+		t.Fatalf("an order path 6 s old shown: %+v", st.OrderPath)
+	}
+}

@@ -64,7 +64,10 @@
 --       13 '1' to send the line's finished minutes (the history) to the
 --       outbox ('' leaves them in Redis, dropped with the queue: a caller
 --       that relays no events),
---       14.. (secret, token id) pairs made by the caller, one per possible admission
+--       14 the order path's health from the leader's reports ("<p95 ms>,
+--       <attempts>,<created>,<unavailable>,<outbox backlog>", '' for none),
+--       recorded as orderPath / orderPathMs for the admin view,
+--       15.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
 -- min rate, max rate, target latency ms, config version, interval ms,
 -- traceparents[, enter times]}, outcome OK | PAUSED | HELD; or
@@ -159,6 +162,10 @@ local function done(r, fields)
   r[13] = r[13] or {}
   if tracked and d[12] ~= '1' then
     fields[#fields + 1], fields[#fields + 2] = 'presenceKeys', 1
+  end
+  if ARGV[14] and ARGV[14] ~= '' then
+    fields[#fields + 1], fields[#fields + 2] = 'orderPath', ARGV[14]
+    fields[#fields + 1], fields[#fields + 2] = 'orderPathMs', now
   end
   if adaptive then
     fields[#fields + 1], fields[#fields + 2] = 'effectiveRate', rate
@@ -334,7 +341,7 @@ local tail_reached = false
 local traced_enters = 0
 local next_times = nil
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 13) / 2)
+  local grants = math.floor((#ARGV - 14) / 2)
   -- What this tick could admit, however many wait.
   local can = math.min(math.floor(credit), batch_cap, grants, room - expiring - #abandoning - #sending)
   local max_active = tonumber(cfg[3])
@@ -543,7 +550,7 @@ if issued > 0 then
 end
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[12 + 2 * i], ARGV[13 + 2 * i]
+  local secret, tid = ARGV[13 + 2 * i], ARGV[14 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)

@@ -11,7 +11,7 @@ local waiting = redis.call('ZCARD', KEYS[2])
 -- Slots whose expiry passed are free even before the dispatcher prunes them.
 local active = redis.call('ZCOUNT', KEYS[3], '(' .. now, '+inf')
 local d = redis.call('HMGET', KEYS[4], 'issuedTotal', 'heldReason', 'effectiveRate', 'rateReason', 'awayTotal',
-  'returnedTotal', 'abandonedTotal')
+  'returnedTotal', 'abandonedTotal', 'orderPath', 'orderPathMs')
 -- Presence (see mark_away): away now (out of the line, place kept), of them
 -- passed over (in their grace), and the counters.
 local prefix = string.sub(KEYS[1], 1, #KEYS[1] - #'config')
@@ -32,5 +32,12 @@ if dr[1] then
   draw = {dr[1], dr[2], seed, pre, (tonumber(dr[6] or '0') or 0) - (tonumber(dr[5] or '0') or 0),
     dr[7] or '0', dr[8] or '0'}
 end
+-- The order path's health as the leader last recorded it, if within 5 s
+-- (queue.OrderPathFresh): "<p95 ms>,<attempts>,<created>,<unavailable>,
+-- <outbox backlog>,<recorded at ms>", or ''.
+local path = ''
+if d[8] and now - (tonumber(d[9] or '0') or 0) <= 5000 then
+  path = d[8] .. ',' .. d[9]
+end
 return {'OK', cfg, waiting, active, d[1] or '0', measured_rate(KEYS[4], now), d[2] or '', draw, d[3] or '', d[4] or '',
-  presence}
+  presence, path}

@@ -58,6 +58,22 @@ func (h *healthReports) controllerLocked(q string) *queue.RateController {
 	return c
 }
 
+// orderPath is q's order-path health from the latest reports, for its
+// ticks to record (nil without a fresh report).
+func (h *healthReports) orderPath(q string, now time.Time) *queue.OrderPath {
+	h.mu.Lock()
+	c := h.by[q]
+	h.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	p, ok := c.Summary(now)
+	if !ok {
+		return nil
+	}
+	return &p
+}
+
 // keep sets the queues served to qs and forgets the controllers of the
 // others.
 func (h *healthReports) keep(qs []string) {

@@ -108,6 +108,7 @@ func (t *ticks) tick(ctx context.Context) {
 		rate, why := t.propose(ls, time.Now())
 		qcalls, err := lineCalls(ls, queue.IssueRequest{
 			Epoch: ls.epoch, Tick: t.every, OutboxBound: t.outboxBound, Rate: rate, RateReason: why, History: true,
+			OrderPath: t.health.orderPath(ls.q, time.Now()),
 		}, func(line int, r float64) ([]queue.Grant, error) {
 			return t.tokens.Grants(ls.q, line, queue.GrantsFor(r, t.every, since), time.Now())
 		}, max(ls.tick.rate, rate))

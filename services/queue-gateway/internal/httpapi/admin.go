@@ -42,6 +42,27 @@ type queueView struct {
 	// Presence is who is away and what became of the away, for a queue
 	// with presence on (awayAfterSeconds); absent when nobody ever was.
 	Presence *presenceView `json:"presence,omitempty"`
+	// OrderPath is the order path's health as the leader last recorded
+	// it; absent without a recent report.
+	OrderPath *orderPathView `json:"orderPath,omitempty"`
+}
+
+// orderPathView is the order path's health of the last second.
+type orderPathView struct {
+	P95Ms         int64     `json:"p95Ms"`
+	Attempts      int64     `json:"attempts"`
+	Created       int64     `json:"created"`
+	Unavailable   int64     `json:"unavailable"`
+	OutboxBacklog int64     `json:"outboxBacklog"`
+	At            time.Time `json:"at"`
+}
+
+func newOrderPathView(p queue.OrderPath) *orderPathView {
+	if p.At.IsZero() {
+		return nil
+	}
+	return &orderPathView{P95Ms: p.P95.Milliseconds(), Attempts: p.Attempts, Created: p.Created, Unavailable: p.Unavailable,
+		OutboxBacklog: p.OutboxBacklog, At: p.At}
 }
 
 // presenceView is a queue's away people now and its presence counters.
@@ -115,6 +136,7 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 		EffectiveRatePerSec: round2(st.EffectiveRate),
 		RateReason:          st.RateReason,
 		Presence:            newPresenceView(st.Presence),
+		OrderPath:           newOrderPathView(st.OrderPath),
 	}
 }
 

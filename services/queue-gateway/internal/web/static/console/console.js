@@ -154,6 +154,15 @@ async function route() {
 
 // ---- Overview -------------------------------------------------------------
 
+// orderPath is the order path's health in words: p95 and failures.
+function orderPath(v) {
+  const p = v.orderPath;
+  if (!p) return 'no report';
+  const failed = p.attempts - p.created;
+  return `p95 ${num(p.p95Ms)} ms; ${num(failed)} of ${num(p.attempts)} failed` + (p.unavailable ? `, ${num(p.unavailable)} unavailable` : '') +
+    (p.outboxBacklog > 1000 ? `; ${num(p.outboxBacklog)} events backlogged` : '');
+}
+
 function rateOf(v) {
   return v.effectiveRatePerSec || v.measuredRatePerSec || v.admissionRatePerSec;
 }
@@ -191,6 +200,7 @@ async function pollOverview() {
         el('td', { text: `${num(v.admissionRatePerSec)} / ${num(v.effectiveRatePerSec || v.measuredRatePerSec)}` }),
         el('td', { text: v.waiting ? duration(v.waiting / rateOf(v)) : '–' }),
         el('td', { text: held }),
+        el('td', { text: orderPath(v), 'data-figure': 'order-path' }),
         el('td', { text: v.failMode || '–' }),
         el('td', { text: v.startsAt && v.draw && v.draw.state === 'SCHEDULED' ? time(v.startsAt) : '–' }));
     });
@@ -247,6 +257,7 @@ function renderFigures(v) {
     ['Wait at the back', v.waiting ? duration(v.waiting / rateOf(v)) : '–'],
     ['Line capacity', num(v.capacity)],
     ['Admission', v.admissionHeld ? `held: ${v.admissionHeld}` : (v.state === 'OPEN' ? 'admitting' : 'stopped')],
+    ['Order path, last second', orderPath(v)],
     ['Fail mode', v.failMode],
   ];
   if (v.draw) {
