@@ -286,6 +286,12 @@ func TestBrowserConsole(t *testing.T) {
 	tb.audit("console-report")
 	tb.shot("report")
 	if dir := os.Getenv("E2E_CONSOLE_SHOTS"); dir != "" {
+		// The report's first minute is sent once it is over.
+		testenv.WaitFor(t, 90*time.Second, "the sale's minute in the report", func() bool {
+			_, r := (&browserSystem{t: t, ver: s.ver}).call(http.MethodGet, ord+"/admin/v1/queues/"+q+"/report", "shots@ops", "admin", nil)
+			totals, _ := r["totals"].(map[string]any)
+			return totals["arrivals"] == float64(12)
+		})
 		consoleShots(t, tb, dir, gw, q)
 	}
 }

@@ -51,6 +51,8 @@ function duration(seconds) {
   if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
   return `${fmt.format(seconds / 3600)} h`;
 }
+// wait is a report's wait figure: none without anyone admitted.
+function wait(t, ms) { return t.admitted ? duration(ms / 1000) : '–'; }
 function time(iso) { return iso ? new Date(iso).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '–'; }
 
 // The token's claims, for showing who is signed in (the services verify it).
@@ -544,7 +546,7 @@ async function loadReport() {
     const totals = [['Arrivals', num(t.arrivals)], ['Admitted', num(t.admitted)], ['Orders', num(t.ordersCreated)],
       ['Orders failed', num(t.ordersFailed)], ['Conversion (orders per admitted)', `${fmt.format(t.conversion * 100)} %`],
       ['Tokens expired unused', num(t.expiredUnused)], ['Left the line', num(t.left)], ['Removed for being away', num(t.abandoned)],
-      ['Wait p50', duration(t.waitP50Ms / 1000)], ['Wait p95', duration(t.waitP95Ms / 1000)], ['Longest wait', duration(t.waitMaxMs / 1000)]];
+      ['Wait p50', wait(t, t.waitP50Ms)], ['Wait p95', wait(t, t.waitP95Ms)], ['Longest wait', wait(t, t.waitMaxMs)]];
     $('report-totals').replaceChildren(...totals.map(([k, v]) => el('div', {}, el('dt', { text: k }), el('dd', { text: v, 'data-total': k }))));
     const peak = (p, unit) => (p ? `${num(p.value)}${unit} at ${time(p.minute)}` : '–');
     const peaks = [['Arrivals in a minute', peak(body.peaks.arrivals, '')], ['Admitted in a minute', peak(body.peaks.admitted, '')],
