@@ -109,6 +109,11 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		s.redis = testenv.StartRedisServer(t)
 		redisURL = s.redis.URL()
 	}
+	if !o.privateRedis {
+		// The shared database keeps no queue of this test (the console's
+		// overview of the test database listed three).
+		testenv.PurgeAtCleanup(t, redisURL, s.q)
+	}
 	rdb, err := redisstore.NewClient(redisURL)
 	if err != nil {
 		t.Fatal(err)
