@@ -17,16 +17,11 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 )
 
-// consoleSystem is the services the console needs: a gateway in dev auth
-// mode (it serves the console and mints tokens), the order-service (the
-// audit trail, the report; the gateway's origin allowed) and a dispatcher.
-type consoleSystem struct {
-	t                         *testing.T
-	ver                       *auth.Verifier
-	gateway, order, dispatcer *testenv.Service
-}
-
-func newConsoleSystem(t *testing.T, q string) *consoleSystem {
+// newConsoleSystem starts the services the console needs: a gateway in
+// dev auth mode (it serves the console and mints tokens), the
+// order-service (the audit trail, the report; the gateway's origin
+// allowed) and a dispatcher.
+func newConsoleSystem(t *testing.T, q string) *browserSystem {
 	t.Helper()
 	testenv.PurgeAtCleanup(t, testenv.RedisURL(t), q)
 	ver, err := auth.NewVerifier(auth.DevSecret)
@@ -46,36 +41,16 @@ func newConsoleSystem(t *testing.T, q string) *consoleSystem {
 		"REDIS_URL": testenv.RedisURL(t), "AMQP_URL": amqpURL, "AMQP_EXCHANGE": exchange,
 		"ORDER_FAILED_QUEUE": exchange + ".order-failed", "QUEUE_CHANGES_QUEUE": exchange + ".queue-changes",
 	}
-	s := &consoleSystem{t: t, ver: ver}
+	s := &browserSystem{t: t, ver: ver}
 	s.order = startOn(t, "order-service", orderPort, merged(common, map[string]string{
 		"DATABASE_URL": testenv.PostgresURL(t), "CORS_ALLOWED_ORIGINS": fmt.Sprintf("http://127.0.0.1:%d", gwPort),
 		"HISTORY_ROLLUP_INTERVAL": "1s",
 	}))
-	s.dispatcer = startOn(t, "admission-dispatcher", testenv.FreePort(t), merged(common, map[string]string{"DISPATCH_QUEUES": q}))
+	s.dispatcher = startOn(t, "admission-dispatcher", testenv.FreePort(t), merged(common, map[string]string{"DISPATCH_QUEUES": q}))
 	s.gateway = startOn(t, "queue-gateway", gwPort, merged(common, map[string]string{
 		"ENTER_RATE_LIMIT_PER_IP": "0", "ORDER_SERVICE_PUBLIC_URL": fmt.Sprintf("http://127.0.0.1:%d", orderPort), "DEFAULT_QUEUE": q,
 	}))
 	return s
-}
-
-// status is the status of one request with a token of role (none: no token).
-func (s *consoleSystem) status(method, url, user, role string) int {
-	s.t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(`{}`))
-	req.Header.Set("Content-Type", "application/json")
-	if user != "" {
-		tok, err := s.ver.Mint(user, role, time.Hour)
-		if err != nil {
-			s.t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatalf("%s %s: %v", method, url, err)
-	}
-	_ = res.Body.Close()
-	return res.StatusCode
 }
 
 // until waits for a JavaScript condition in the tab.
@@ -104,26 +79,11 @@ func TestBrowserConsole(t *testing.T) {
 	q := testenv.ID(t)
 	s := newConsoleSystem(t, q)
 	gw, ord := s.gateway.URL, s.order.URL
-	if st := s.status(http.MethodPut, gw+"/admin/v1/queues/"+q, "setup@ops", "admin"); st != http.StatusCreated {
+	if st, _ := s.call(http.MethodPut, gw+"/admin/v1/queues/"+q, "setup@ops", "admin", map[string]any{}); st != http.StatusCreated {
 		t.Fatalf("create the queue: %d", st)
 	}
 	// Admitting 1 a second, so the line grows while people enter.
-	put := func(user, body, ifMatch string) int {
-		req, _ := http.NewRequest(http.MethodPut, gw+"/admin/v1/queues/"+q, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		tok, _ := s.ver.Mint(user, "admin", time.Hour)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		if ifMatch != "" {
-			req.Header.Set("If-Match", ifMatch)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = res.Body.Close()
-		return res.StatusCode
-	}
-	if st := put("setup@ops", `{"admissionRatePerSec": 1}`, ""); st != http.StatusOK {
+	if st, _ := s.call(http.MethodPut, gw+"/admin/v1/queues/"+q, "setup@ops", "admin", map[string]any{"admissionRatePerSec": 1}); st != http.StatusOK {
 		t.Fatalf("set the rate: %d", st)
 	}
 
@@ -136,10 +96,10 @@ func TestBrowserConsole(t *testing.T) {
 		{http.MethodGet, ord + "/admin/v1/audit"}, {http.MethodGet, ord + "/admin/v1/queues/" + q + "/report"},
 		{http.MethodPut, ord + "/admin/v1/products/p-" + q},
 	} {
-		if st := s.status(r.method, r.url, "mallory", ""); st != http.StatusForbidden {
+		if st, _ := s.call(r.method, r.url, "mallory", "", map[string]any{}); st != http.StatusForbidden {
 			t.Errorf("%s %s with a user's token: %d, want 403", r.method, r.url, st)
 		}
-		if st := s.status(r.method, r.url, "", ""); st != http.StatusUnauthorized {
+		if st, _ := s.call(r.method, r.url, "", "", map[string]any{}); st != http.StatusUnauthorized {
 			t.Errorf("%s %s without a token: %d, want 401", r.method, r.url, st)
 		}
 	}
@@ -210,7 +170,7 @@ func TestBrowserConsole(t *testing.T) {
 	tb.audit("console-queue")
 	tb.shot("queue")
 	state := func() string {
-		_, v := (&browserSystem{t: t, ver: s.ver}).call(http.MethodGet, gw+"/admin/v1/queues/"+q, "check@ops", "admin", nil)
+		_, v := s.call(http.MethodGet, gw+"/admin/v1/queues/"+q, "check@ops", "admin", nil)
 		return fmt.Sprint(v["state"])
 	}
 	for _, step := range []struct{ button, want string }{{"pause", "PAUSED"}, {"resume", "OPEN"}} {
@@ -245,7 +205,7 @@ func TestBrowserConsole(t *testing.T) {
 	// then changes it from that page.
 	tb.do(chromedp.Evaluate[chromedp.Void](`state.view = 'held'; clearTimeout(state.timer)`))
 	time.Sleep(500 * time.Millisecond) // a read under way ends first
-	if st := put("bob@ops", `{"admissionRatePerSec": 3}`, ""); st != http.StatusOK {
+	if st, _ := s.call(http.MethodPut, gw+"/admin/v1/queues/"+q, "bob@ops", "admin", map[string]any{"admissionRatePerSec": 3}); st != http.StatusOK {
 		t.Fatalf("bob's change: %d", st)
 	}
 	tb.do(chromedp.Evaluate[chromedp.Void](`document.getElementById('knob-admissionRatePerSec').value = '7';
@@ -253,7 +213,7 @@ func TestBrowserConsole(t *testing.T) {
 	until(tb, "the confirmation", `document.getElementById('confirm').open`, 5*time.Second)
 	tb.click("confirm-apply")
 	until(tb, "the refusal", `document.getElementById('detail-status').textContent.includes('someone changed this queue')`, 10*time.Second)
-	_, after := (&browserSystem{t: t, ver: s.ver}).call(http.MethodGet, gw+"/admin/v1/queues/"+q, "check@ops", "admin", nil)
+	_, after := s.call(http.MethodGet, gw+"/admin/v1/queues/"+q, "check@ops", "admin", nil)
 	if after["admissionRatePerSec"] != float64(3) {
 		t.Fatalf("after a stale change the rate is %v, want bob's 3", after["admissionRatePerSec"])
 	}
@@ -288,7 +248,7 @@ func TestBrowserConsole(t *testing.T) {
 	if dir := os.Getenv("E2E_CONSOLE_SHOTS"); dir != "" {
 		// The report's first minute is sent once it is over.
 		testenv.WaitFor(t, 90*time.Second, "the sale's minute in the report", func() bool {
-			_, r := (&browserSystem{t: t, ver: s.ver}).call(http.MethodGet, ord+"/admin/v1/queues/"+q+"/report", "shots@ops", "admin", nil)
+			_, r := s.call(http.MethodGet, ord+"/admin/v1/queues/"+q+"/report", "shots@ops", "admin", nil)
 			totals, _ := r["totals"].(map[string]any)
 			return totals["arrivals"] == float64(12)
 		})

@@ -53,19 +53,7 @@ func pastMinute(t *testing.T, s *redisstore.Store, q string) (minute int64) {
 // dispatcher's do.
 func histAdmit(t *testing.T, s *redisstore.Store, q string, epoch, bound int64, n int) {
 	t.Helper()
-	ctx := context.Background()
-	got := 0
-	testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("%d admissions in %s", n, q), func() bool {
-		r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: lcTick, OutboxBound: bound, Grants: grants(t, n-got), History: true})
-		if err != nil || r.Held != "" || r.Paused || r.Gone {
-			t.Fatalf("issue: %+v %v", r, err)
-		}
-		got += r.Issued
-		return got >= n
-	})
-	if got != n {
-		t.Fatalf("admitted %d, want %d", got, n)
-	}
+	admitWith(t, s, q, epoch, bound, n, true)
 }
 
 // minutesSent relays q's outbox and returns its QueueMinute events.

@@ -27,10 +27,17 @@ const lcTick = time.Second
 // the first tick or two may admit nobody; that is polled, not slept through.
 func lcAdmit(t *testing.T, s *redisstore.Store, q string, epoch, bound int64, n int) {
 	t.Helper()
+	admitWith(t, s, q, epoch, bound, n, false)
+}
+
+// admitWith is lcAdmit, with ticks that send the history (as the
+// dispatcher's do) when history is set.
+func admitWith(t *testing.T, s *redisstore.Store, q string, epoch, bound int64, n int, history bool) {
+	t.Helper()
 	ctx := context.Background()
 	got := 0
 	testenv.WaitFor(t, 5*time.Second, fmt.Sprintf("%d admissions in %s", n, q), func() bool {
-		r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: lcTick, OutboxBound: bound, Grants: grants(t, n-got)})
+		r, err := s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: lcTick, OutboxBound: bound, Grants: grants(t, n-got), History: history})
 		if err != nil || r.Held != "" || r.Paused || r.Gone {
 			t.Fatalf("issue: %+v %v", r, err)
 		}

@@ -191,9 +191,11 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 			PreQueued: num("pre"), Placed: num("placed"), FirstSeq: num("first"), LastSeq: num("last"),
 			Actor: v("actor"), Address: v("addr"), Before: v("before"), After: v("after"), ETag: v("etag"),
 			Created: v("created") == "1", Closed: v("closed") == "1", Worded: v("worded") == "1", Outcome: v("outcome"), Refusal: v("refusal"),
-			LineID: v("line"), Minute: ms("min"), Counts: minuteCounts(v, num),
 			TraceParent: v("tp"), TraceState: v("ts"),
 		})
+		if e := &out[len(out)-1]; e.Type == queue.EventQueueMinute {
+			e.LineID, e.Minute, e.Counts = v("line"), ms("min"), minuteCounts(v, num)
+		}
 	}
 	return out
 }

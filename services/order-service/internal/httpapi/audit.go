@@ -47,15 +47,9 @@ type auditRoutes struct {
 
 func (r auditRoutes) list(c *gin.Context) {
 	f := audit.Filter{QueueID: c.Query("queueId"), After: c.Query("after")}
-	for name, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
-		if v := c.Query(name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				auditProblems.Fail(c, r.log, problem.New(http.StatusBadRequest, problem.TypeValidation, name+" is not an RFC 3339 time"))
-				return
-			}
-			*dst = t
-		}
+	if err := queryTimes(c, map[string]*time.Time{"since": &f.Since, "until": &f.Until}); err != nil {
+		auditProblems.Fail(c, r.log, err)
+		return
 	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -77,6 +71,21 @@ func (r auditRoutes) list(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"changes": out, "next": page.Next})
+}
+
+// queryTimes reads each named query parameter given into its time (RFC
+// 3339); a bad one is a 400 problem naming it.
+func queryTimes(c *gin.Context, into map[string]*time.Time) error {
+	for name, dst := range into {
+		if v := c.Query(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				return problem.New(http.StatusBadRequest, problem.TypeValidation, name+" is not an RFC 3339 time")
+			}
+			*dst = t
+		}
+	}
+	return nil
 }
 
 func orNull(j json.RawMessage) json.RawMessage {

@@ -71,15 +71,9 @@ type reportRoutes struct {
 
 func (r reportRoutes) report(c *gin.Context) {
 	var from, to time.Time
-	for name, dst := range map[string]*time.Time{"from": &from, "to": &to} {
-		if v := c.Query(name); v != "" {
-			t, err := time.Parse(time.RFC3339Nano, v)
-			if err != nil {
-				reportProblems.Fail(c, r.log, problem.New(http.StatusBadRequest, problem.TypeValidation, name+" is not an RFC 3339 time"))
-				return
-			}
-			*dst = t
-		}
+	if err := queryTimes(c, map[string]*time.Time{"from": &from, "to": &to}); err != nil {
+		reportProblems.Fail(c, r.log, err)
+		return
 	}
 	format := c.Query("format")
 	if format == "" && strings.Contains(c.GetHeader("Accept"), "text/csv") {

@@ -105,13 +105,11 @@ type asset struct {
 
 // Handler serves the page, its assets and its configuration.
 type Handler struct {
-	index   []byte
-	indexGz []byte
-	// console and consoleGz are the operators' console (console.html).
-	console, consoleGz []byte
-	config             []byte
-	assets             map[string]asset
-	headers            map[string]string
+	// index is the waiting page, console the operators' console.
+	index, console document
+	config         []byte
+	assets         map[string]asset
+	headers        map[string]string
 	// en is the English messages, and codes the languages the page
 	// speaks: what a queue's own wording is checked against (CheckTexts).
 	en    map[string]message
@@ -150,23 +148,12 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	index, err := files.ReadFile("static/index.html")
-	if err != nil {
+	if h.index, err = h.document("static/index.html"); err != nil {
 		return nil, err
 	}
-	// Point the page at the current version of each asset.
-	for name, a := range h.assets {
-		index = bytes.ReplaceAll(index, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
-	}
-	h.index, h.indexGz = index, gzipped(index)
-	console, err := files.ReadFile("console.html")
-	if err != nil {
+	if h.console, err = h.document("console.html"); err != nil {
 		return nil, err
 	}
-	for name, a := range h.assets {
-		console = bytes.ReplaceAll(console, []byte(`"/static/`+name+`"`), []byte(`"/static/`+name+`?v=`+a.hash+`"`))
-	}
-	h.console, h.consoleGz = console, gzipped(console)
 	langs, err := h.languages()
 	if err != nil {
 		return nil, err
@@ -366,15 +353,31 @@ func (h *Handler) secure(w http.ResponseWriter) {
 	}
 }
 
-// Page serves the HTML document. It is never cached: a deploy must reach
-// everyone waiting at their next load, with the new asset versions.
-func (h *Handler) Page(w http.ResponseWriter, r *http.Request) {
+// document is an HTML document pointing at the current version of each
+// asset, and the same gzipped once at start.
+type document struct{ body, gz []byte }
+
+// document reads the embedded HTML file name and versions its asset URLs.
+func (h *Handler) document(name string) (document, error) {
+	b, err := files.ReadFile(name)
+	if err != nil {
+		return document{}, err
+	}
+	for asset, a := range h.assets {
+		b = bytes.ReplaceAll(b, []byte(`"/static/`+asset+`"`), []byte(`"/static/`+asset+`?v=`+a.hash+`"`))
+	}
+	return document{body: b, gz: gzipped(b)}, nil
+}
+
+// serve writes d. A document is never cached: a deploy must reach everyone
+// at their next load, with the new asset versions.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, d document) {
 	h.secure(w)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	body := h.index
+	body := d.body
 	if takesGzip(w, r) {
-		body = h.indexGz
+		body = d.gz
 	}
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
@@ -382,23 +385,13 @@ func (h *Handler) Page(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// Page serves the waiting page.
+func (h *Handler) Page(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.index) }
+
 // Console serves the operators' console (/console): one document, its
-// script and style under /static/console/, the same headers as the page
-// (no inline code; it calls this origin and the order-service). Never
-// cached, like the page.
-func (h *Handler) Console(w http.ResponseWriter, r *http.Request) {
-	h.secure(w)
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	body := h.console
-	if takesGzip(w, r) {
-		body = h.consoleGz
-	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(body)
-	}
-}
+// script and style under /static/console/, the page's headers (no inline
+// code; it calls this origin and the order-service).
+func (h *Handler) Console(w http.ResponseWriter, r *http.Request) { h.serve(w, r, h.console) }
 
 // gzipped is b compressed at the best level (once, at start).
 func gzipped(b []byte) []byte {
