@@ -25,7 +25,20 @@ func (r *rig) enterEach(gateway string, users []string, perSec int) []error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if res := r.call(http.MethodPost, gateway+"/api/v1/queues/"+r.q+"/enter", u, "", "", nil); res.status != http.StatusOK {
+			// A 503 (the store slow to answer, or to get a replica's
+			// acknowledgement on a loaded machine) says when to try again, and
+			// an enter again keeps the place: the person enters again then, as
+			// the page does, at most 10 times.
+			res := r.call(http.MethodPost, gateway+"/api/v1/queues/"+r.q+"/enter", u, "", "", nil)
+			for try := 1; res.status == http.StatusServiceUnavailable && try < 10; try++ {
+				wait := time.Second
+				if ms, ok := res.body["retryAfterMs"].(float64); ok && ms > 0 {
+					wait = time.Duration(ms) * time.Millisecond
+				}
+				time.Sleep(wait)
+				res = r.call(http.MethodPost, gateway+"/api/v1/queues/"+r.q+"/enter", u, "", "", nil)
+			}
+			if res.status != http.StatusOK {
 				errs <- fmt.Errorf("%s: %d %v", u, res.status, res.body)
 			}
 		}()
