@@ -84,8 +84,12 @@ type memOrders struct {
 	t *touched
 }
 
-func (m memOrders) PlaceOrder(_ context.Context, o order.Order, _ int64, event func(order.Order) order.Event) (order.Order, error) {
+func (m memOrders) PlaceOrder(_ context.Context, p order.Placement) (order.Order, error) {
+	o, event := p.Order, p.Event
 	m.t.place++
+	if p.Key != "" && p.Answer != nil {
+		m.t.finish++ // the answer, kept in the order's commit
+	}
 	m.t.consumed.ProductID, m.t.consumed.Quantity = o.ProductID, o.Quantity
 	o.CreatedAt = time.Now()
 	if e, ok := event(o).(order.Created); !ok || e.Order != o {

@@ -91,10 +91,10 @@ func (s *Service) placeBypassed(ctx context.Context, r PlaceRequest, tokenID str
 	}
 	start := time.Now()
 	defer s.health.begin(r.QueueID)()
-	o, err := s.repo.PlaceOrder(ctx, Order{
+	o, err := s.repo.PlaceOrder(ctx, r.placement(Order{
 		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
 		EntryTokenID: tokenID, Status: StatusCreated, Bypassed: true,
-	}, maxOrders, func(o Order) Event { return Created{Order: o} })
+	}, maxOrders))
 	s.health.finished(r.QueueID, time.Since(start), err)
 	if err != nil {
 		return Order{}, err

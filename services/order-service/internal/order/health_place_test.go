@@ -18,9 +18,9 @@ type slowRepo struct{ *ordertest.Repo }
 
 const txTime = 5 * time.Millisecond
 
-func (r slowRepo) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, ev func(order.Order) order.Event) (order.Order, error) {
+func (r slowRepo) PlaceOrder(ctx context.Context, p order.Placement) (order.Order, error) {
 	time.Sleep(txTime)
-	return r.Repo.PlaceOrder(ctx, o, maxOrders, ev)
+	return r.Repo.PlaceOrder(ctx, p)
 }
 
 // downTokens is a token store whose consume finds Redis down.

@@ -20,6 +20,25 @@ type PlaceRequest struct {
 	Quantity  int
 	// Token is the entry token secret from X-Entry-Token.
 	Token string
+
+	// keyed, which PlaceOnce sets for a request with an Idempotency-Key,
+	// is the key and the answer its retries get after an order, stored in
+	// the order's commit. (A pointer keeps PlaceRequest comparable.)
+	keyed *keyedAnswer
+}
+
+type keyedAnswer struct {
+	key    string
+	answer func(Order) StoredAnswer
+}
+
+// placement is the order o of r for Orders.PlaceOrder.
+func (r PlaceRequest) placement(o Order, maxOrders int64) Placement {
+	p := Placement{Order: o, MaxOrders: maxOrders, Event: func(o Order) Event { return Created{Order: o} }}
+	if r.keyed != nil {
+		p.Key, p.Answer = r.keyed.key, r.keyed.answer
+	}
+	return p
 }
 
 var productIDPattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
@@ -128,10 +147,10 @@ func (s *Service) Place(ctx context.Context, r PlaceRequest) (Order, error) {
 		}
 		return Order{}, err
 	}
-	o, err := s.repo.PlaceOrder(ctx, Order{
+	o, err := s.repo.PlaceOrder(ctx, r.placement(Order{
 		ID: orderID, UserID: r.UserID, QueueID: r.QueueID, ProductID: r.ProductID, Quantity: r.Quantity,
 		EntryTokenID: c.TokenID, Status: StatusCreated,
-	}, c.MaxOrders, func(o Order) Event { return Created{Order: o} })
+	}, c.MaxOrders))
 	switch {
 	case errors.Is(err, ErrAttemptFailed):
 		// Recorded failed by the reaper while this transaction was on its

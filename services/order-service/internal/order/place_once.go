@@ -43,6 +43,10 @@ func (s *Service) PlaceOnce(ctx context.Context, r PlaceRequest, key string, ren
 		s.m.Requested(outcome)
 		return render(o, err)
 	}
+	if key != "" {
+		// Rendered, not counted: the request is counted once, below.
+		r.keyed = &keyedAnswer{key: key, answer: func(o Order) StoredAnswer { return render(o, nil) }}
+	}
 	ans, replayed, err := s.placeOnce(ctx, r, key, counted)
 	if replayed {
 		s.m.Requested(outcomeReplayed)
@@ -105,14 +109,17 @@ func replay(ans StoredAnswer) (StoredAnswer, bool, error) {
 }
 
 // keep stores the answer of a final outcome under the key, or frees the
-// key after a passing one. It runs even when the client has gone: its
-// retry must find the answer.
+// key after a passing one. An order's answer is in its commit already. It
+// runs even when the client has gone: its retry must find the answer.
 func (s *Service) keep(ctx context.Context, user, key string, err error, ans StoredAnswer) {
 	ctx = context.WithoutCancel(ctx)
 	var kerr error
-	if final(err) {
+	switch {
+	case err == nil:
+		return
+	case final(err):
 		kerr = s.repo.FinishIdempotent(ctx, user, key, ans.Status, ans.Body)
-	} else {
+	default:
 		kerr = s.repo.AbandonIdempotent(ctx, user, key)
 	}
 	if kerr != nil {

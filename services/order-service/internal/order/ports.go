@@ -30,16 +30,34 @@ type Repo interface {
 // Orders are the orders and the outbox of their events.
 type Orders interface {
 	// PlaceOrder takes the stock, counts the order against the person's
-	// maxOrders in the queue (0: no limit; ErrOrderLimitReached beyond it),
-	// stores the order and the event built from the stored order, in one
-	// transaction.
-	PlaceOrder(ctx context.Context, o Order, maxOrders int64, event func(Order) Event) (Order, error)
+	// MaxOrders in the queue (0: no limit; ErrOrderLimitReached beyond it),
+	// stores the order, the event built from the stored order and, with a
+	// Key, the answer its retries get, in one commit. Concurrent orders of
+	// one product may share that commit (pg's group commit); each has its
+	// own outcome.
+	PlaceOrder(ctx context.Context, p Placement) (Order, error)
 	// AddEvent writes an event to the outbox on its own; false when one
 	// with its id is there already.
 	AddEvent(ctx context.Context, e Event) (bool, error)
 	// Order returns one order, or an error wrapping ErrOrderNotFound.
 	Order(ctx context.Context, id string) (Order, error)
 	OrderByToken(ctx context.Context, tokenID string) (Order, bool, error)
+}
+
+// Placement is one order for Orders.PlaceOrder and what its commit stores
+// with it.
+type Placement struct {
+	Order Order
+	// MaxOrders is the person's order limit in the queue (0: none).
+	MaxOrders int64
+	// Event builds the order's outbox event from the stored order.
+	Event func(Order) Event
+	// Key, when not "", is the request's Idempotency-Key (claimed with
+	// Answers.BeginIdempotent), and Answer builds from the stored order the
+	// answer its retries are given: stored in the order's commit, so an
+	// order never stands without it.
+	Key    string
+	Answer func(Order) StoredAnswer
 }
 
 // Catalog is the products table.

@@ -110,8 +110,7 @@ func TestPutProductRefreshesTheList(t *testing.T) {
 // exist.
 func TestOrderIsOnlyItsBuyers(t *testing.T) {
 	repo := stocked(t)
-	if _, err := repo.PlaceOrder(context.Background(), order.Order{ID: "o-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, EntryTokenID: "tok-1"}, 0,
-		func(o order.Order) order.Event { return order.Created{Order: o} }); err != nil {
+	if _, err := repo.PlaceOrder(context.Background(), order.Placement{Order: order.Order{ID: "o-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1, EntryTokenID: "tok-1"}, Event: func(o order.Order) order.Event { return order.Created{Order: o} }}); err != nil {
 		t.Fatal(err)
 	}
 	svc := newService(t, ordertest.NewTokens(), repo, nil, order.Limits{})

@@ -28,8 +28,8 @@ func TestReaperSettlesAnOrderThatCommitsAsItLooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, err := repo.PlaceOrder(ctx, order.Order{ID: "order-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1,
-		EntryTokenID: c.TokenID, Status: order.StatusCreated}, 0, func(o order.Order) order.Event { return order.Created{Order: o} })
+	placed, err := repo.PlaceOrder(ctx, order.Placement{Order: order.Order{ID: "order-1", UserID: "alice", QueueID: "sale", ProductID: "sku-1", Quantity: 1,
+		EntryTokenID: c.TokenID, Status: order.StatusCreated}, Event: func(o order.Order) order.Event { return order.Created{Order: o} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,13 +22,13 @@ func TestDatabaseCutIsUnavailableThenRecovers(t *testing.T) {
 	db := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
 	ctx := context.Background()
 	p := mustUpsert(t, db, product("p", "q1", 100))
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 0, 1), 0, createdEvent); err != nil {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 0, 1), Event: createdEvent}); err != nil {
 		t.Fatalf("order before the cut: %v", err)
 	}
 
 	proxy.Cut()
 	start := time.Now()
-	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), 0, createdEvent)
+	_, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 1, 1), Event: createdEvent})
 	took := time.Since(start)
 	if !errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("order while cut: %v, want ErrUnavailable", err)
@@ -54,7 +55,7 @@ func TestDatabaseCutIsUnavailableThenRecovers(t *testing.T) {
 	attempts := 0
 	for {
 		attempts++
-		_, err = db.PlaceOrder(ctx, newOrder(p, 2, 1), 0, createdEvent)
+		_, err = db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 2, 1), Event: createdEvent})
 		if err == nil {
 			break
 		}
@@ -78,7 +79,7 @@ func TestCanceledContextPassesThrough(t *testing.T) {
 	p := mustUpsert(t, db, product("p", "q1", 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), 0, createdEvent)
+	_, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 1, 1), Event: createdEvent})
 	if !errors.Is(err, context.Canceled) || errors.Is(err, order.ErrUnavailable) {
 		t.Fatalf("PlaceOrder with a canceled context: %v, want context.Canceled and not ErrUnavailable", err)
 	}
@@ -124,7 +125,7 @@ func TestLateCommitResolvesTheAttemptOnce(t *testing.T) {
 			ord := newOrder(p, 1, 1)
 			ord.ID = "order-late"
 			tc.fault(proxy, 3*time.Second)
-			_, err := late.PlaceOrder(ctx, ord, 0, createdEvent)
+			_, err := late.PlaceOrder(ctx, order.Placement{Order: ord, Event: createdEvent})
 			if err == nil {
 				t.Fatalf("PlaceOrder answered in time; the fault did not strike (held %d, delayed %d)", proxy.Held(), proxy.Delayed())
 			}
@@ -154,7 +155,7 @@ func TestLateCommitResolvesTheAttemptOnce(t *testing.T) {
 			}
 			// A late commit of this very attempt can no longer land: a
 			// second try of it resolves as the first did.
-			if _, err := db.PlaceOrder(ctx, ord, 0, createdEvent); err == nil {
+			if _, err := db.PlaceOrder(ctx, order.Placement{Order: ord, Event: createdEvent}); err == nil {
 				t.Fatalf("the attempt ordered again")
 			}
 			if n := count(t, raw, `SELECT count(*) FROM outbox WHERE attempt = 'order-late'`); n != 1 {
@@ -178,10 +179,82 @@ func TestAttemptRecordedFailedFirstDoesNotCommit(t *testing.T) {
 		Reason: order.ReasonAbandoned, Restorable: true, RemainingTTL: time.Minute, At: time.Now()}); err != nil || !added {
 		t.Fatalf("AddEvent: %v %v", added, err)
 	}
-	if _, err := db.PlaceOrder(ctx, ord, 0, createdEvent); !errors.Is(err, order.ErrAttemptFailed) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: ord, Event: createdEvent}); !errors.Is(err, order.ErrAttemptFailed) {
 		t.Fatalf("PlaceOrder of the reaped attempt: %v, want ErrAttemptFailed", err)
 	}
 	if n, s := count(t, raw, `SELECT count(*) FROM orders`), count(t, raw, `SELECT stock FROM products WHERE id = 'p'`); n != 0 || s != 10 {
 		t.Fatalf("%d orders, stock %d; want 0 and 10", n, s)
+	}
+}
+
+// A shared transaction whose COMMIT is answered late, or received late:
+// every order of the batch is told it may have committed, and recording
+// each attempt failed then resolves them all as one, as they were
+// committed: all stand (ErrOrderPlaced, stock taken) or none does (the
+// OrderFailed stored, stock kept).
+func TestLateCommitOfABatchResolvesEveryAttemptAlike(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fault func(p *testenv.Proxy, d time.Duration)
+	}{
+		{"answer held", func(p *testenv.Proxy, d time.Duration) { p.HoldNextReply(isCommit, d) }},
+		{"commit received late", func(p *testenv.Proxy, d time.Duration) { p.DelayRequests(isCommit, d, 1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := testenv.PostgresURL(t)
+			raw := rawDB(t, dsn)
+			proxy := testenv.StartProxy(t, testenv.PostgresAddr(t, dsn))
+			o := testOptions(t)
+			o.TxTimeout = time.Second
+			late := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
+			db := open(t, dsn, testOptions(t))
+			ctx := context.Background()
+			p := mustUpsert(t, db, product("p", "q1", 10))
+
+			ps := make([]order.Placement, 5)
+			for i := range ps {
+				ord := newOrder(p, i, 1)
+				ord.ID = fmt.Sprintf("order-late-%d", i)
+				ps[i] = order.Placement{Order: ord, Event: createdEvent}
+			}
+			tc.fault(proxy, 3*time.Second)
+			_, errs := queued(t, late, "q1", "p", ps)
+			placed := 0
+			for i, err := range errs {
+				if err == nil {
+					t.Fatalf("order %d answered in time; the fault did not strike (held %d, delayed %d)", i, proxy.Held(), proxy.Delayed())
+				}
+				if errors.Is(err, order.ErrNothingStored) {
+					t.Fatalf("order %d: %v; the COMMIT was out, so it may have committed", i, err)
+				}
+				ord := ps[i].Order
+				_, aerr := db.AddEvent(ctx, order.Failed{QueueID: "q1", UserID: ord.UserID, TokenID: ord.EntryTokenID, OrderID: ord.ID,
+					Reason: order.ReasonTimeout, Restorable: true, RemainingTTL: time.Minute, At: time.Now()})
+				switch {
+				case errors.Is(aerr, order.ErrOrderPlaced):
+					placed++
+				case aerr != nil:
+					t.Fatalf("AddEvent of order %d: %v", i, aerr)
+				}
+			}
+			orders, stock := count(t, raw, `SELECT count(*) FROM orders`), count(t, raw, `SELECT stock FROM products WHERE id = 'p'`)
+			creates := count(t, raw, `SELECT count(*) FROM outbox WHERE type = 'waitingroom.v1.OrderCreated'`)
+			failures := count(t, raw, `SELECT count(*) FROM outbox WHERE type = 'waitingroom.v1.OrderFailed'`)
+			t.Logf("%d of 5 resolved placed; orders %d, OrderCreated %d, OrderFailed %d, stock %d", placed, orders, creates, failures, stock)
+			switch placed {
+			case 5:
+				if orders != 5 || creates != 5 || failures != 0 || stock != 5 {
+					t.Fatalf("all committed, yet orders %d, OrderCreated %d, OrderFailed %d, stock %d; want 5, 5, 0, 5", orders, creates, failures, stock)
+				}
+			case 0:
+				if orders != 0 || creates != 0 || failures != 5 || stock != 10 {
+					t.Fatalf("none committed, yet orders %d, OrderCreated %d, OrderFailed %d, stock %d; want 0, 0, 5, 10", orders, creates, failures, stock)
+				}
+			default:
+				t.Fatalf("%d of one transaction's 5 orders resolved placed", placed)
+			}
+		})
 	}
 }

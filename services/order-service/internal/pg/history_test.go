@@ -117,7 +117,7 @@ func TestOrdersAreRolledUpPerQueueAndMinute(t *testing.T) {
 	start := time.Now().UTC().Truncate(time.Minute)
 	place := func(p order.Product, n int) {
 		t.Helper()
-		if _, err := db.PlaceOrder(ctx, newOrder(p, n, 1), 0, createdEvent); err != nil {
+		if _, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, n, 1), Event: createdEvent}); err != nil {
 			t.Fatal(err)
 		}
 	}

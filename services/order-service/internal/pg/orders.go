@@ -12,29 +12,36 @@ import (
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
-// PlaceOrder takes o.Quantity from the stock of o.ProductID in o.QueueID,
-// stores the order and the outbox event that event builds from the stored
-// order (encoded by Encode), all in one transaction bounded by TxTimeout:
-// either all three are committed or none. o.ID is generated (UUIDv7) when empty; Status defaults
-// to order.StatusCreated; CreatedAt is the database's clock, in UTC.
+// PlaceOrder takes p.Order's Quantity from the stock of its ProductID in
+// its QueueID, stores the order, the outbox event p.Event builds from the
+// stored order (encoded by Encode) and, with p.Key, the answer p.Answer
+// builds, all in one transaction bounded by TxTimeout: either all are
+// committed or none. Concurrent orders of one product share a transaction
+// (group commit, up to Options.GroupCommit of them: see group.go), each
+// with its own outcome. The order's ID is generated (UUIDv7) when empty;
+// Status defaults to order.StatusCreated; CreatedAt is the database's
+// clock, in UTC.
 //
 // Errors wrap order.ErrSoldOut (not enough stock), order.ErrOrderLimitReached
-// (the person has maxOrders orders in the queue already), order.ErrProductNotFound
+// (the person has MaxOrders orders in the queue already), order.ErrProductNotFound
 // (no such product in this queue), order.ErrDuplicateToken (an order exists
-// for o.EntryTokenID), order.ErrAttemptFailed (an OrderFailed for the
+// for its EntryTokenID), order.ErrAttemptFailed (an OrderFailed for the
 // attempt o.ID is in the outbox: see Event.Attempt) or order.ErrUnavailable.
 // A failure the database is known not to have committed (it answered with
 // an error, or nothing was sent) also wraps order.ErrNothingStored; after
 // any other (a timeout, a connection lost with the COMMIT out) the order
 // may have committed.
-func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, event func(order.Order) order.Event) (order.Order, error) {
-	if o.Quantity <= 0 {
+func (d *DB) PlaceOrder(ctx context.Context, pl order.Placement) (order.Order, error) {
+	o := pl.Order
+	switch {
+	case o.Quantity <= 0:
 		// Checked here, not only by the orders CHECK: the stock UPDATE runs
 		// first and would add stock for a negative quantity.
 		return order.Order{}, fmt.Errorf("pg: place order: quantity %d must be positive", o.Quantity)
-	}
-	if event == nil {
+	case pl.Event == nil:
 		return order.Order{}, errors.New("pg: place order: no event builder")
+	case pl.Key != "" && pl.Answer == nil:
+		return order.Order{}, errors.New("pg: place order: a key without an answer builder")
 	}
 	if o.ID == "" {
 		id, err := uuid.NewV7() // time-ordered: index-friendly primary keys
@@ -46,19 +53,28 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 	if o.Status == "" {
 		o.Status = order.StatusCreated
 	}
-	row := orderRow{ID: o.ID, UserID: o.UserID, QueueID: o.QueueID, ProductID: o.ProductID,
-		Quantity: o.Quantity, EntryTokenID: o.EntryTokenID, Status: o.Status, Bypassed: o.Bypassed}
+	p := &placing{ctx: ctx, max: pl.MaxOrders, event: pl.Event, key: pl.Key, answer: pl.Answer,
+		row: orderRow{ID: o.ID, UserID: o.UserID, QueueID: o.QueueID, ProductID: o.ProductID,
+			Quantity: o.Quantity, EntryTokenID: o.EntryTokenID, Status: o.Status, Bypassed: o.Bypassed}}
 	if o.IdempotencyKey != "" {
-		row.IdempotencyKey = &o.IdempotencyKey
+		p.row.IdempotencyKey = &o.IdempotencyKey
 	}
+	if d.group != nil {
+		return d.group.place(p)
+	}
+	return d.placeOne(ctx, p)
+}
 
+// placeOne is one order's own transaction.
+func (d *DB) placeOne(ctx context.Context, p *placing) (order.Order, error) {
+	row := p.row
 	tctx, cancel := d.timeout(ctx)
 	defer cancel()
 	var stored order.Order
 	err := d.conn(tctx).Transaction(func(tx *gorm.DB) error {
 		// The person's count first: one at the limit never waits on the
 		// product row every buyer locks.
-		if err := countOrder(tx, row, maxOrders); err != nil {
+		if err := countOrder(tx, row, p.max); err != nil {
 			return err
 		}
 		if err := takeStock(tx, row); err != nil {
@@ -74,7 +90,7 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 			return insertOrderErr(err)
 		}
 		stored = row.order()
-		e, err := Encode(event(stored))
+		e, err := Encode(p.event(stored))
 		if err != nil {
 			return err
 		}
@@ -86,6 +102,9 @@ func (d *DB) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, eve
 				return fmt.Errorf("%w: order %s", order.ErrAttemptFailed, row.ID)
 			}
 			return err
+		}
+		if p.key != "" {
+			return keepAnswers(tx, []*placing{p}, []int{0}, []order.Order{stored})
 		}
 		return nil
 	})

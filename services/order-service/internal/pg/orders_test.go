@@ -27,7 +27,7 @@ func TestPlaceOrderNeverOversells(t *testing.T) {
 	for i := range buyers {
 		wg.Go(func() {
 			<-start
-			placed[i], errs[i] = db.PlaceOrder(context.Background(), newOrder(p, i, 1), 0, createdEvent)
+			placed[i], errs[i] = db.PlaceOrder(context.Background(), order.Placement{Order: newOrder(p, i, 1), Event: createdEvent})
 		})
 	}
 	close(start)
@@ -74,12 +74,12 @@ func TestPlaceOrderDuplicateToken(t *testing.T) {
 	ctx := context.Background()
 	p := mustUpsert(t, db, product("p", "q1", 5))
 
-	first, err := db.PlaceOrder(ctx, newOrder(p, 1, 1), 0, createdEvent)
+	first, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 1, 1), Event: createdEvent})
 	if err != nil {
 		t.Fatalf("first order: %v", err)
 	}
 	again := newOrder(p, 1, 2) // same token, another quantity
-	if _, err := db.PlaceOrder(ctx, again, 0, createdEvent); !errors.Is(err, order.ErrDuplicateToken) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: again, Event: createdEvent}); !errors.Is(err, order.ErrDuplicateToken) {
 		t.Fatalf("second order with the same token: %v, want ErrDuplicateToken", err)
 	}
 	if n := count(t, raw, `SELECT count(*) FROM orders`); n != 1 {
@@ -117,10 +117,10 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	o.ID, o.IdempotencyKey = "order-1", "key-1"
 	before := time.Now().Add(-time.Minute)
 	var seen order.Order
-	got, err := db.PlaceOrder(ctx, o, 0, func(s order.Order) order.Event {
+	got, err := db.PlaceOrder(ctx, order.Placement{Order: o, Event: func(s order.Order) order.Event {
 		seen = s
 		return createdEvent(s)
-	})
+	}})
 
 	if err != nil {
 		t.Fatalf("PlaceOrder: %v", err)
@@ -145,11 +145,11 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	// The same user and Idempotency-Key cannot make a second order.
 	o2 := newOrder(p, 1, 1)
 	o2.EntryTokenID, o2.IdempotencyKey = "token-other", "key-1"
-	if _, err := db.PlaceOrder(ctx, o2, 0, createdEvent); !errors.Is(err, order.ErrIdempotencyInProgress) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: o2, Event: createdEvent}); !errors.Is(err, order.ErrIdempotencyInProgress) {
 		t.Fatalf("second order with the same idempotency key: %v, want ErrIdempotencyInProgress", err)
 	}
 	// An event that cannot be encoded rolls the order back.
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 3, 1), 0, func(order.Order) order.Event { return nil }); err == nil {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 3, 1), Event: func(order.Order) order.Event { return nil }}); err == nil {
 		t.Fatal("PlaceOrder with no event to record succeeded")
 	}
 	if got, _ := db.Product(ctx, "p"); got.Stock != 3 {
@@ -162,7 +162,7 @@ func TestPlaceOrderStoresWhatItReturns(t *testing.T) {
 	// A bypassed order is stored, read back and announced as one.
 	b := newOrder(p, 1, 1)
 	b.ID, b.EntryTokenID, b.Bypassed = "order-2", "bypass-order-2", true
-	got, err = db.PlaceOrder(ctx, b, 0, createdEvent)
+	got, err = db.PlaceOrder(ctx, order.Placement{Order: b, Event: createdEvent})
 	if err != nil || !got.Bypassed {
 		t.Fatalf("bypassed PlaceOrder = %+v, %v; want a bypassed order", got, err)
 	}
@@ -191,18 +191,18 @@ func TestPlaceOrderUnknownProduct(t *testing.T) {
 	event := func(o order.Order) order.Event { calls++; return createdEvent(o) }
 	missing := newOrder(p, 1, 1)
 	missing.ProductID = "nope"
-	if _, err := db.PlaceOrder(ctx, missing, 0, event); !errors.Is(err, order.ErrProductNotFound) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: missing, Event: event}); !errors.Is(err, order.ErrProductNotFound) {
 		t.Fatalf("unknown product: %v, want ErrProductNotFound", err)
 	}
 	foreign := newOrder(p, 2, 1)
 	foreign.ProductID = "other" // exists, but in q2
-	if _, err := db.PlaceOrder(ctx, foreign, 0, event); !errors.Is(err, order.ErrProductNotFound) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: foreign, Event: event}); !errors.Is(err, order.ErrProductNotFound) {
 		t.Fatalf("product of another queue: %v, want ErrProductNotFound", err)
 	}
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 3, 6), 0, event); !errors.Is(err, order.ErrSoldOut) {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 3, 6), Event: event}); !errors.Is(err, order.ErrSoldOut) {
 		t.Fatalf("quantity above stock: %v, want ErrSoldOut", err)
 	}
-	if _, err := db.PlaceOrder(ctx, newOrder(p, 4, 0), 0, event); err == nil {
+	if _, err := db.PlaceOrder(ctx, order.Placement{Order: newOrder(p, 4, 0), Event: event}); err == nil {
 		t.Fatal("quantity 0 accepted")
 	}
 	for _, id := range []string{"p", "other"} {

@@ -42,6 +42,12 @@ type Options struct {
 	// see in the metric is not yet worth a warning.
 	Statements func(time.Duration)
 	SlowWarn   time.Duration
+	// GroupCommit is the most orders of one product that share a
+	// transaction (default 64; 1: every order has its own). See group.go.
+	GroupCommit int
+	// Batched is told each shared transaction's orders and how long its
+	// first order waited for it (nil: not told).
+	Batched func(orders int, waited time.Duration)
 	// TxTimeout bounds every call, the order transaction included (default
 	// 5s): the order transaction never outlives the token's inflight lease,
 	// so a stuck database turns into a restorable failure in time.
@@ -61,14 +67,18 @@ func (o Options) withDefaults() Options {
 	if o.SlowWarn <= 0 {
 		o.SlowWarn = 2 * time.Second
 	}
+	if o.GroupCommit <= 0 {
+		o.GroupCommit = 64
+	}
 	return o
 }
 
 // DB is the order database. It is safe for concurrent use.
 type DB struct {
-	gdb  *gorm.DB
-	sql  *sql.DB
-	opts Options
+	gdb   *gorm.DB
+	sql   *sql.DB
+	opts  Options
+	group *committer // nil: every order alone
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string), checks the
@@ -116,6 +126,9 @@ func Open(ctx context.Context, dsn string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("pg: open: %w", err)
 	}
 	d := &DB{gdb: gdb, sql: sqlDB, opts: o}
+	if o.GroupCommit > 1 {
+		d.group = newCommitter(d, o.GroupCommit)
+	}
 	if err := d.Ping(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, err

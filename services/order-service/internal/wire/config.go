@@ -78,6 +78,12 @@ type Config struct {
 	// TxTimeout bounds the order transaction: at most a third of
 	// ORDER_LEASE.
 	TxTimeout time.Duration `env:"ORDER_TX_TIMEOUT" envDefault:"5s"`
+	// OrderGroupCommit (1 to 1000) is the most orders of one product that share one
+	// transaction and commit (group commit): the orders that arrive while
+	// the product's transaction runs are placed together by the next one,
+	// in arrival order, each with its own outcome. A lone order never waits
+	// for company. 1 gives every order its own transaction.
+	OrderGroupCommit int `env:"ORDER_GROUP_COMMIT" envDefault:"64"`
 	// DBMaxConns is the size of the PostgreSQL connection pool.
 	DBMaxConns int `env:"DB_MAX_CONNS" envDefault:"40"`
 	// DBSlowStatementWarn is how long one SQL statement may take before it
@@ -170,6 +176,10 @@ func replicaID() string {
 }
 
 // Validate checks what env tags cannot.
+// maxGroupCommit bounds a shared transaction: its statements bind ten
+// values an order, far below PostgreSQL's 65,535.
+const maxGroupCommit = 1000
+
 func (c *Config) Validate() error {
 	var errs []error
 	errs = append(errs, auth.CheckConfig(c.Auth), c.Proxies.Check(), c.CORS.Check(), c.HTTP.Check())
@@ -210,6 +220,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HistoryRollUpInterval < time.Second || c.HistoryRollUpInterval > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("HISTORY_ROLLUP_INTERVAL must be between 1s and 5m, got %s", c.HistoryRollUpInterval))
+	}
+	if c.OrderGroupCommit < 1 || c.OrderGroupCommit > maxGroupCommit {
+		errs = append(errs, fmt.Errorf("ORDER_GROUP_COMMIT must be between 1 (every order alone) and %d, got %d", maxGroupCommit, c.OrderGroupCommit))
 	}
 	if c.RetentionInterval <= 0 {
 		errs = append(errs, errors.New("RETENTION_INTERVAL must be positive"))

@@ -105,3 +105,25 @@ func TestReplicaID(t *testing.T) {
 		t.Fatalf("replica ids %q and %q, want %q and 8 different hex digits each", a, b, host+"-")
 	}
 }
+
+func TestConfigGroupCommit(t *testing.T) {
+	base := map[string]string{
+		"REDIS_URL": "redis://127.0.0.1:6379/0", "AMQP_URL": "amqp://guest:guest@127.0.0.1:5672/",
+		"DATABASE_URL": "postgres://postgres@127.0.0.1:5432/orders", "AUTH_JWT_SECRET": testSecret,
+	}
+	var c Config
+	if err := config.LoadFrom(&c, base); err != nil || c.OrderGroupCommit != 64 {
+		t.Fatalf("default ORDER_GROUP_COMMIT %d (%v), want 64", c.OrderGroupCommit, err)
+	}
+	for value, valid := range map[string]bool{"1": true, "1000": true, "0": false, "1001": false, "-5": false} {
+		env := map[string]string{"ORDER_GROUP_COMMIT": value}
+		for k, v := range base {
+			env[k] = v
+		}
+		var c Config
+		err := config.LoadFrom(&c, env)
+		if valid != (err == nil) || (!valid && !strings.Contains(err.Error(), "ORDER_GROUP_COMMIT must be between 1 (every order alone) and 1000")) {
+			t.Errorf("ORDER_GROUP_COMMIT=%s: %v, want valid %v", value, err, valid)
+		}
+	}
+}

@@ -428,9 +428,9 @@ func (s *stack) commitDirectly(orderID, user, tokenID string) error {
 		return err
 	}
 	defer db.Close()
-	_, err = db.PlaceOrder(context.Background(), order.Order{
+	_, err = db.PlaceOrder(context.Background(), order.Placement{Order: order.Order{
 		ID: orderID, UserID: user, QueueID: s.q, ProductID: "p1", Quantity: 1, EntryTokenID: tokenID, Status: order.StatusCreated,
-	}, 0, func(o order.Order) order.Event { return order.Created{Order: o} })
+	}, Event: func(o order.Order) order.Event { return order.Created{Order: o} }})
 	return err
 }
 

@@ -18,6 +18,7 @@ type metrics struct {
 	health                             *prometheus.CounterVec
 	tx                                 *prometheus.HistogramVec
 	statements                         prometheus.Histogram
+	groupOrders, groupWait             prometheus.Histogram
 	backlog                            prometheus.Gauge
 }
 
@@ -35,6 +36,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statements: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "sql_statement_duration_seconds",
 			Help:    "Every SQL statement the order-service sends, from send to answer (slow ones are logged at debug level from 200 ms, as warnings from DB_SLOW_STATEMENT_WARN).",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
+		groupOrders: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "group_commit_orders",
+			Help:    "Orders of one product that shared a transaction and commit (at most ORDER_GROUP_COMMIT).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000}}),
+		groupWait: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "group_commit_wait_seconds",
+			Help:    "How long the first order of a shared transaction waited for it to start (the product's transaction before it).",
+			Buckets: []float64{.0001, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}),
 		consumed: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "token_consume_total",
 			Help: "Entry token consume attempts by outcome (ok, invalid, not_active, unavailable, error)."}, []string{"outcome"}),
 		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "outbox_backlog",
@@ -46,11 +53,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		health: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "health_reports_total",
 			Help: "Per-queue order health reports (order.health) by result: published, or dropped (the publish failed; never retried)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.requests, m.tx, m.statements, m.consumed, m.backlog, m.reaped, m.pruned, m.health)
+	reg.MustRegister(m.requests, m.tx, m.statements, m.groupOrders, m.groupWait, m.consumed, m.backlog, m.reaped, m.pruned, m.health)
 	return m
 }
 
 func (m *metrics) Requested(outcome string) { m.requests.WithLabelValues(outcome).Inc() }
+
+// batched observes one shared order transaction (pg.Options.Batched).
+func (m *metrics) batched(orders int, waited time.Duration) {
+	m.groupOrders.Observe(float64(orders))
+	m.groupWait.Observe(waited.Seconds())
+}
 
 func (m *metrics) Reaped(r order.ReapResult) {
 	m.reaped.WithLabelValues("settled").Add(float64(r.Settled))
@@ -78,9 +91,9 @@ type timedRepo struct {
 	tx *prometheus.HistogramVec
 }
 
-func (r timedRepo) PlaceOrder(ctx context.Context, o order.Order, maxOrders int64, ev func(order.Order) order.Event) (order.Order, error) {
+func (r timedRepo) PlaceOrder(ctx context.Context, p order.Placement) (order.Order, error) {
 	start := time.Now()
-	out, err := r.Repo.PlaceOrder(ctx, o, maxOrders, ev)
+	out, err := r.Repo.PlaceOrder(ctx, p)
 	result := "committed"
 	if err != nil {
 		result = "failed"

@@ -37,7 +37,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 		func(err error) bool { return errors.Is(err, order.ErrUnavailable) },
 		func(ctx context.Context) (err error) {
 			db, err = pg.Open(ctx, cfg.Database.URL, pg.Options{MaxOpenConns: cfg.DBMaxConns, Log: log, TxTimeout: cfg.TxTimeout,
-				Statements: func(d time.Duration) { m.statements.Observe(d.Seconds()) }, SlowWarn: cfg.DBSlowStatementWarn})
+				Statements: func(d time.Duration) { m.statements.Observe(d.Seconds()) }, SlowWarn: cfg.DBSlowStatementWarn,
+				GroupCommit: cfg.OrderGroupCommit, Batched: m.batched})
 			return err
 		})
 	if err != nil {

@@ -22,6 +22,7 @@ func RunOrdersContract(t *testing.T, newRepo NewRepoFunc) {
 		{"ProductMustBeInTheQueue", productNotFound},
 		{"AnEntryTokenOrdersOnce", duplicateToken},
 		{"AnIdempotencyKeyOrdersOncePerUser", duplicateKey},
+		{"AKeyedOrderKeepsItsAnswerInItsCommit", keptAnswer},
 		{"QuantityBelowOneIsRefused", quantityBelowOne},
 		{"AddEventKeepsOneEventPerID", addEventOnce},
 		{"AnAttemptHasOneResolution", oneResolution},
@@ -93,11 +94,10 @@ func placeTakesStock(t *testing.T, r order.Repo) {
 		o.ID = tc.id
 		var built []order.Order
 		before := time.Now().Add(-time.Second)
-		stored, err := r.PlaceOrder(ctx, o, 0, func(s order.Order) order.Event {
+		stored, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: func(s order.Order) order.Event {
 			built = append(built, s)
 			return created(s)
-		})
-
+		}})
 		after := time.Now().Add(time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
@@ -141,7 +141,7 @@ func soldOut(t *testing.T, r order.Repo) {
 	} {
 		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), tc.qty)
 		o.ID = fmt.Sprintf("order-%d", i)
-		_, err := r.PlaceOrder(ctx, o, 0, created)
+		_, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created})
 		if errors.Is(err, order.ErrSoldOut) != tc.soldOut || (!tc.soldOut && err != nil) {
 			t.Fatalf("order %d of %d: %v, want sold out %v", i, tc.qty, err, tc.soldOut)
 		}
@@ -162,7 +162,7 @@ func productNotFound(t *testing.T, r order.Repo) {
 		attempt("sale", "sku-2", "alice", "tok-1", 1),  // no such product
 	} {
 		o.ID = fmt.Sprintf("order-%d", i)
-		if _, err := r.PlaceOrder(ctx, o, 0, created); !errors.Is(err, order.ErrProductNotFound) {
+		if _, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created}); !errors.Is(err, order.ErrProductNotFound) {
 			t.Fatalf("order %s of %s in %s: %v, want ErrProductNotFound", o.ID, o.ProductID, o.QueueID, err)
 		}
 		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
@@ -175,13 +175,13 @@ func productNotFound(t *testing.T, r order.Repo) {
 func duplicateToken(t *testing.T, r order.Repo) {
 	ctx := context.Background()
 	put(t, r, "sku-1", "sale", 5)
-	first, err := r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", "tok-1", 1), 0, created)
+	first, err := r.PlaceOrder(ctx, order.Placement{Order: attempt("sale", "sku-1", "alice", "tok-1", 1), Event: created})
 	if err != nil {
 		t.Fatal(err)
 	}
 	again := attempt("sale", "sku-1", "bob", "tok-1", 1)
 	again.ID = "order-again"
-	if _, err := r.PlaceOrder(ctx, again, 0, created); !errors.Is(err, order.ErrDuplicateToken) {
+	if _, err := r.PlaceOrder(ctx, order.Placement{Order: again, Event: created}); !errors.Is(err, order.ErrDuplicateToken) {
 		t.Fatalf("second order with the token: %v, want ErrDuplicateToken", err)
 	}
 	if left := stockOf(t, r, "sale", "sku-1"); left != 4 {
@@ -209,7 +209,7 @@ func duplicateKey(t *testing.T, r order.Repo) {
 	} {
 		o := attempt("sale", "sku-1", tc.user, fmt.Sprintf("tok-%d", i), 1)
 		o.ID, o.IdempotencyKey = fmt.Sprintf("order-%d", i), "key-1"
-		_, err := r.PlaceOrder(ctx, o, 0, created)
+		_, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created})
 		if errors.Is(err, order.ErrIdempotencyInProgress) != tc.refused || (!tc.refused && err != nil) {
 			t.Fatalf("order %d by %s: %v, want refused %v", i, tc.user, err, tc.refused)
 		}
@@ -219,13 +219,41 @@ func duplicateKey(t *testing.T, r order.Repo) {
 	}
 }
 
+// keptAnswer: an order placed with a Key stores the answer Answer builds
+// from the stored order; a refused one stores nothing under its key.
+func keptAnswer(t *testing.T, r order.Repo) {
+	ctx := context.Background()
+	put(t, r, "sku-1", "sale", 1)
+	answer := func(o order.Order) order.StoredAnswer {
+		return order.StoredAnswer{Status: 201, Body: []byte(o.ID + "|" + o.EntryTokenID)}
+	}
+	o := attempt("sale", "sku-1", "alice", "tok-1", 1)
+	o.ID = "order-1"
+	stored, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created, Key: "key-1", Answer: answer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, found, err := r.LookupIdempotent(ctx, "alice", "key-1")
+	if err != nil || !found || !got.Done || got.Status != 201 || string(got.Body) != stored.ID+"|tok-1" {
+		t.Fatalf("alice|key-1 after her order: %+v found %v %v; want Done 201 %q", got, found, err, stored.ID+"|tok-1")
+	}
+	o = attempt("sale", "sku-1", "bob", "tok-2", 1)
+	o.ID = "order-2"
+	if _, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created, Key: "key-2", Answer: answer}); !errors.Is(err, order.ErrSoldOut) {
+		t.Fatalf("bob's order: %v, want sold out", err)
+	}
+	if _, found, err := r.LookupIdempotent(ctx, "bob", "key-2"); err != nil || found {
+		t.Fatalf("bob|key-2 after a refusal: found %v %v; want nothing kept", found, err)
+	}
+}
+
 func quantityBelowOne(t *testing.T, r order.Repo) {
 	ctx := context.Background()
 	put(t, r, "sku-1", "sale", 5)
 	for _, qty := range []int{0, -3} {
 		o := attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", qty), qty)
 		o.ID = fmt.Sprintf("order-%d", -qty)
-		if _, err := r.PlaceOrder(ctx, o, 0, created); err == nil {
+		if _, err := r.PlaceOrder(ctx, order.Placement{Order: o, Event: created}); err == nil {
 			t.Fatalf("quantity %d placed", qty)
 		}
 		nothingStoredFor(t, r, o.ID, o.EntryTokenID)
@@ -274,7 +302,7 @@ func oneResolution(t *testing.T, r order.Repo) {
 
 	placed := attempt("sale", "sku-1", "alice", "tok-1", 1)
 	placed.ID = "order-1"
-	if _, err := r.PlaceOrder(ctx, placed, 0, created); err != nil {
+	if _, err := r.PlaceOrder(ctx, order.Placement{Order: placed, Event: created}); err != nil {
 		t.Fatal(err)
 	}
 	if added, err := r.AddEvent(ctx, failedFor(placed)); !errors.Is(err, order.ErrOrderPlaced) || added {
@@ -286,7 +314,7 @@ func oneResolution(t *testing.T, r order.Repo) {
 	if added, err := r.AddEvent(ctx, failedFor(late)); err != nil || !added {
 		t.Fatalf("OrderFailed first: added %v, %v", added, err)
 	}
-	if o, err := r.PlaceOrder(ctx, late, 0, created); !errors.Is(err, order.ErrAttemptFailed) || o.ID != "" {
+	if o, err := r.PlaceOrder(ctx, order.Placement{Order: late, Event: created}); !errors.Is(err, order.ErrAttemptFailed) || o.ID != "" {
 		t.Fatalf("order of an attempt recorded failed: %+v, %v; want ErrAttemptFailed", o, err)
 	}
 	if _, err := r.Order(ctx, "order-2"); !errors.Is(err, order.ErrOrderNotFound) {
@@ -299,7 +327,7 @@ func oneResolution(t *testing.T, r order.Repo) {
 	// restore gave it back).
 	again := late
 	again.ID = "order-3"
-	if _, err := r.PlaceOrder(ctx, again, 0, created); err != nil {
+	if _, err := r.PlaceOrder(ctx, order.Placement{Order: again, Event: created}); err != nil {
 		t.Fatalf("the restored token's next attempt: %v", err)
 	}
 	if n := stockOf(t, r, "sale", "sku-1"); n != 3 {
@@ -325,7 +353,7 @@ func concurrentOrders(t *testing.T, r order.Repo) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", fmt.Sprintf("user-%d", i), fmt.Sprintf("tok-%d", i), 1), 0, created)
+			_, errs[i] = r.PlaceOrder(ctx, order.Placement{Order: attempt("sale", "sku-1", fmt.Sprintf("user-%d", i), fmt.Sprintf("tok-%d", i), 1), Event: created})
 		})
 	}
 	wg.Wait()
@@ -373,7 +401,7 @@ func orderLimit(t *testing.T, r order.Repo) {
 	}
 	for i, s := range steps {
 		s.o.ID = fmt.Sprintf("order-%d", i)
-		_, err := r.PlaceOrder(ctx, s.o, s.maxOrders, created)
+		_, err := r.PlaceOrder(ctx, order.Placement{Order: s.o, MaxOrders: s.maxOrders, Event: created})
 		if (s.want == nil) != (err == nil) || (s.want != nil && !errors.Is(err, s.want)) {
 			t.Fatalf("%s: %v, want %v", s.name, err, s.want)
 		}
@@ -398,7 +426,7 @@ func concurrentOrderLimit(t *testing.T, r order.Repo) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, errs[i] = r.PlaceOrder(ctx, attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), 1), 1, created)
+			_, errs[i] = r.PlaceOrder(ctx, order.Placement{Order: attempt("sale", "sku-1", "alice", fmt.Sprintf("tok-%d", i), 1), MaxOrders: 1, Event: created})
 		})
 	}
 	wg.Wait()

@@ -109,9 +109,11 @@ func (r *Repo) call(method string) error {
 // now is the database's clock as PostgreSQL keeps it: UTC, microseconds.
 func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-// PlaceOrder counts the order against the person's maxOrders in the queue,
-// takes the stock, stores the order and its event, all or nothing.
-func (r *Repo) PlaceOrder(_ context.Context, o order.Order, maxOrders int64, event func(order.Order) order.Event) (order.Order, error) {
+// PlaceOrder counts the order against the person's MaxOrders in the queue,
+// takes the stock, stores the order, its event and its Key's answer, all or
+// nothing.
+func (r *Repo) PlaceOrder(_ context.Context, pl order.Placement) (order.Order, error) {
+	o, maxOrders, event := pl.Order, pl.MaxOrders, pl.Event
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.call("PlaceOrder"); err != nil {
@@ -165,11 +167,19 @@ func (r *Repo) PlaceOrder(_ context.Context, o order.Order, maxOrders int64, eve
 	if r.attemptTaken(e) {
 		return order.Order{}, fmt.Errorf("place order: %w: order %s", order.ErrAttemptFailed, o.ID)
 	}
+	if pl.Key != "" && pl.Answer == nil {
+		return order.Order{}, errors.New("ordertest: place order: a key without an answer")
+	}
 	p.Stock -= o.Quantity
 	p.UpdatedAt = o.CreatedAt
 	r.products[p.ID] = p
 	r.orders[o.ID] = o
 	r.outbox = append(r.outbox, e)
+	if pl.Key != "" {
+		a := pl.Answer(o)
+		a.Done, a.Body = true, slices.Clone(a.Body)
+		r.answers[answerKey{o.UserID, pl.Key}] = answer{StoredAnswer: a, claimedAt: time.Now()}
+	}
 	if err := r.late["PlaceOrder"]; err != nil {
 		return order.Order{}, err
 	}
