@@ -235,4 +235,3 @@ func percentile(lat []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
