@@ -188,6 +188,8 @@ func (s *Store) updateConfig(ctx context.Context, q string, by queue.Change, upd
 			if held > 0 {
 				p.HDel(ctx, k.Config(), "resharding")
 			}
+			// The replicas' frontier caches read the queue again.
+			p.Publish(ctx, FrontierChannel, q+" "+frontierChanged)
 			return nil
 		})
 		out, created = next, !exists

@@ -18,9 +18,21 @@ import (
 
 // FrontierChannel is where the issue script announces a queue's moved
 // admission frontier: "<queue> <last seq> <leavers above it in its fine
-// bin> <waiting>" (classic pub/sub: on a cluster every node's subscribers
-// hear it).
+// bin> <waiting>"; the scripts that count leavers announce them, "<queue>
+// left <count>"; a configuration change or a close is "<queue> changed"
+// (classic pub/sub: on a cluster every node's subscribers hear it).
 const FrontierChannel = "wr:frontier"
+
+// The second word of a leave's and of a configuration change's
+// announcement.
+const (
+	frontierLeft    = "left"
+	frontierChanged = "changed"
+)
+
+// frontierLeftShare is the share of a line's people who may have left
+// unknown to a cache before it reads the line again.
+const frontierLeftShare = 0.005
 
 // What a frontier read covers: the fine bins reach at least this many
 // sequence numbers past the frontier (the coarse bins' interpolation is
@@ -109,10 +121,15 @@ func ints(v any) []int64 {
 
 // FrontierCache keeps the frontier of every queue a replica was recently
 // asked about, so a poll with a ticket far from the front is answered from
-// memory. Each queue is read every interval (one script per queue, all
-// queues in one pipelined round) and its frontier is moved the moment a
-// tick admits, from FrontierChannel. A queue is tracked from its first
-// lookup until nobody asked about it for a while; a frontier older than
+// memory. Its frontier is moved the moment a tick admits, from
+// FrontierChannel, which costs Redis nothing per poll; the rest (the
+// leaver bins, the tail, the state) is read again, one script per queue
+// and all due queues in one pipelined round, when the read is Fresh old,
+// or PollsPerRead lookups have been answered from it, or its configuration
+// changed (announced), whichever comes first. So a queue costs Redis at
+// most one read per PollsPerRead polls, or one per Fresh when it is polled
+// less than that. A queue is tracked from its first lookup until nobody
+// asked about it for a while; a frontier whose last read is older than
 // MaxAge (Redis has not answered) is not used.
 type FrontierCache struct {
 	s   *Store
@@ -125,9 +142,18 @@ type FrontierCache struct {
 
 // FrontierOptions tune a FrontierCache; zero values take the defaults.
 type FrontierOptions struct {
-	// Every is the read interval (default and at most 100 ms).
+	// Every is how often due queues are read (default and at most 100 ms):
+	// no queue is read more often.
 	Every time.Duration
-	// MaxAge is how old a frontier may be and still answer (default 1 s).
+	// Fresh is how old a polled queue's read may get before it is read
+	// again (default 1.5 s).
+	Fresh time.Duration
+	// PollsPerRead is how many lookups a read answers at most before the
+	// queue is read again (default 200: 0.005 Redis calls a poll).
+	PollsPerRead int64
+	// MaxAge is how old a frontier's read may be and still answer
+	// (default 3 s, twice Fresh): a read that does not come back (Redis
+	// slow or gone) sends the polls to Redis from then on.
 	MaxAge time.Duration
 	// Idle drops a queue nobody asked about for this long (default 30 s).
 	Idle time.Duration
@@ -143,8 +169,14 @@ func (o *FrontierOptions) defaults() {
 	if o.Every <= 0 || o.Every > 100*time.Millisecond {
 		o.Every = 100 * time.Millisecond
 	}
+	if o.Fresh <= 0 {
+		o.Fresh = 1500 * time.Millisecond
+	}
+	if o.PollsPerRead <= 0 {
+		o.PollsPerRead = 200
+	}
 	if o.MaxAge <= 0 {
-		o.MaxAge = time.Second
+		o.MaxAge = 2 * o.Fresh
 	}
 	if o.Idle <= 0 {
 		o.Idle = 30 * time.Second
@@ -158,6 +190,9 @@ type frontierEntry struct {
 	f       atomic.Pointer[queue.Frontier]
 	fetched atomic.Int64 // unix nanoseconds of the read that built f
 	used    atomic.Int64 // unix nanoseconds of the last lookup
+	asked   atomic.Int64 // lookups answered since the read that built f
+	changes atomic.Int64 // configuration changes announced since that read
+	left    atomic.Int64 // leavers announced since that read
 }
 
 // NewFrontierCache returns a cache over s; Run keeps it fresh.
@@ -192,6 +227,7 @@ func (c *FrontierCache) Lookup(q string) *queue.Frontier {
 	if f == nil || now-e.fetched.Load() > int64(c.o.MaxAge) {
 		return nil
 	}
+	e.asked.Add(1)
 	return f
 }
 
@@ -218,22 +254,41 @@ func (c *FrontierCache) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		c.Refresh(ctx)
+		c.refresh(ctx, false)
 	}
 }
 
 // Refresh reads every tracked queue's frontier now, and stops tracking the
 // queues nobody asked about lately.
-func (c *FrontierCache) Refresh(ctx context.Context) {
+func (c *FrontierCache) Refresh(ctx context.Context) { c.refresh(ctx, true) }
+
+// due reports whether e is to be read in a round at now: never read, read
+// Fresh ago, PollsPerRead lookups answered, its configuration changed, or
+// more of its people left than frontierLeftShare.
+func (c *FrontierCache) due(e *frontierEntry, now int64) bool {
+	f := e.f.Load()
+	return f == nil || now-e.fetched.Load() >= int64(c.o.Fresh) ||
+		e.asked.Load() >= c.o.PollsPerRead || e.changes.Load() > 0 ||
+		float64(e.left.Load()) > max(1, frontierLeftShare*float64(f.Waiting))
+}
+
+// refresh reads the due queues' frontiers (all, when all), and stops
+// tracking the queues nobody asked about lately.
+func (c *FrontierCache) refresh(ctx context.Context, all bool) {
 	now := time.Now()
 	c.mu.Lock()
 	qs := make([]string, 0, len(c.queues))
+	// What each read answers for: the lookups, changes and leavers so far.
+	asked, changes, left := make([]int64, 0, len(c.queues)), make([]int64, 0, len(c.queues)), make([]int64, 0, len(c.queues))
 	for q, e := range c.queues {
 		if now.UnixNano()-e.used.Load() > int64(c.o.Idle) {
 			delete(c.queues, q)
 			continue
 		}
-		qs = append(qs, q)
+		if all || c.due(e, now.UnixNano()) {
+			qs = append(qs, q)
+			asked, changes, left = append(asked, e.asked.Load()), append(changes, e.changes.Load()), append(left, e.left.Load())
+		}
 	}
 	c.mu.Unlock()
 	if len(qs) == 0 {
@@ -253,23 +308,42 @@ func (c *FrontierCache) Refresh(ctx context.Context) {
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for q, f := range fs {
-		if e := c.queues[q]; e != nil {
-			if old := e.f.Load(); old != nil && old.Generation == f.Generation && old.Last > f.Last {
-				// A tick announced while this read was on its way.
-				f.Last, f.FirstLeft, f.Waiting = old.Last, old.FirstLeft, old.Waiting
-			}
-			e.f.Store(f)
-			e.fetched.Store(now.UnixNano())
+	for i, q := range qs {
+		f, e := fs[q], c.queues[q]
+		if f == nil || e == nil {
+			continue
 		}
+		e.asked.Add(-asked[i])
+		e.changes.Add(-changes[i])
+		e.left.Add(-left[i])
+		if old := e.f.Load(); old != nil && old.Generation == f.Generation && old.Last > f.Last {
+			// A tick announced while this read was on its way.
+			f.Last, f.FirstLeft, f.Waiting = old.Last, old.FirstLeft, old.Waiting
+		}
+		e.f.Store(f)
+		e.fetched.Store(now.UnixNano())
 	}
 }
 
-// announced moves a tracked queue's frontier as a tick announced it. An
+// announced moves a tracked queue's frontier as a tick announced it, or
+// has a queue whose configuration changed read in the next round. An
 // announcement older than what the cache has (a read that came after it)
 // changes nothing.
 func (c *FrontierCache) announced(payload string) {
 	parts := strings.Fields(payload)
+	switch {
+	case len(parts) == 2 && parts[1] == frontierChanged:
+		if e := c.entry(parts[0]); e != nil {
+			e.changes.Add(1)
+		}
+		return
+	case len(parts) == 3 && parts[1] == frontierLeft:
+		n, err := strconv.ParseInt(parts[2], 10, 64)
+		if e := c.entry(parts[0]); e != nil && err == nil && n > 0 {
+			e.left.Add(n)
+		}
+		return
+	}
 	if len(parts) != 4 {
 		return
 	}
@@ -281,9 +355,7 @@ func (c *FrontierCache) announced(payload string) {
 		}
 		n[i] = v
 	}
-	c.mu.RLock()
-	e := c.queues[parts[0]]
-	c.mu.RUnlock()
+	e := c.entry(parts[0])
 	if e == nil {
 		return
 	}
@@ -298,4 +370,11 @@ func (c *FrontierCache) announced(payload string) {
 			return
 		}
 	}
+}
+
+// entry is q's entry, nil when q is not tracked.
+func (c *FrontierCache) entry(q string) *frontierEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.queues[q]
 }

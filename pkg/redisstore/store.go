@@ -223,6 +223,10 @@ func (s *Store) CloseBy(ctx context.Context, q string, by queue.Change) (int64, 
 			return 0, fmt.Errorf("close %s: %w", q, queue.ErrNotFound)
 		}
 		total += max(0, n)
+		// The replicas' frontier caches read the line again, and answer
+		// its tickets from Redis from then on. Best effort: a cache that
+		// misses it reads the line within FrontierOptions.Fresh anyway.
+		_ = s.rdb.Publish(ctx, FrontierChannel, queue.LineID(q, line)+" "+frontierChanged).Err()
 	}
 	return total, nil
 }

@@ -42,7 +42,7 @@ func TestTicketPollsWhenRedisIsSlowOrGone(t *testing.T) {
 
 	// Slow: every reply 1.5 s late.
 	proxy.Delay(1500 * time.Millisecond)
-	time.Sleep(1300 * time.Millisecond) // the frontier's age passes 1 s
+	time.Sleep(3300 * time.Millisecond) // the frontier's last read is older than MaxAge, 3 s
 	slowAt := time.Now()
 	r, _ := h.pollWith(q, userID(80), tickets[80])
 	r.problem(t, http.StatusServiceUnavailable, "backend-unavailable")
@@ -55,7 +55,7 @@ func TestTicketPollsWhenRedisIsSlowOrGone(t *testing.T) {
 
 	// Gone, then back empty: the queue is created again under the same id.
 	srv.Stop()
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(3200 * time.Millisecond)
 	r, _ = h.pollWith(q, userID(80), tickets[80])
 	r.problem(t, http.StatusServiceUnavailable, "backend-unavailable")
 	srv.Start()
