@@ -5,7 +5,7 @@ SERVICES := queue-gateway admission-dispatcher order-service notification-servic
 BIN := bin
 
 
-.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs bench-overhead run clean services-up podman images images-test screenshots console-screenshots lighthouse
+.PHONY: help build test vet fmt fuzz bench gobench chaos demo proto proto-release docs capacity bench-overhead run clean services-up podman images images-test screenshots console-screenshots lighthouse
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -50,9 +50,12 @@ lighthouse: ## Lighthouse on the waiting page's first load in Debian's Chromium 
 fuzz: ## run every fuzz target of the workspace, each for FUZZTIME (default 30s; FUZZ_MATCH picks by name)
 	@GO=$(GO) deploy/fuzz/run.sh
 
-bench: ## install and start what it needs (the local servers, wrk), measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write docs/BENCHMARKS.md (BENCH_QUICK=1 shortens)
+bench: ## install and start what it needs (the local servers, wrk), measure gateway/dispatcher/orders/Redis memory/SSE on this machine, write docs/BENCHMARKS.md and docs/benchmarks.json (the figures make capacity reads; BENCH_QUICK=1 shortens)
 	@deploy/local/services-up.sh --install --bench
 	@deploy/bench/bench.sh
+
+capacity: ## size every component for a target from the per-core figures make bench wrote (docs/benchmarks.json): WAITING (default 1000000), CAPACITY_FLAGS for the rest (go run ./deploy/capacity -h)
+	@$(GO) run ./deploy/capacity $(if $(WAITING),-waiting $(WAITING)) $(CAPACITY_FLAGS)
 
 demo: ## start the stack, run a 2000-user flash sale with deploy/loadgen, print the report, stop the stack
 	@deploy/bench/demo.sh

@@ -675,3 +675,40 @@ MD
 cp "$W/BENCHMARKS.md" "$OUT"
 rm -f "$W"/tokens*.txt "$W"/*.resp "$W"/*.test
 say "wrote $OUT (raw output kept in $W)"
+
+# ---------------------------------------------------------------- figures for make capacity
+# docs/benchmarks.json (beside BENCHMARKS.md): the numeric figures above, by
+# their names in this script, for deploy/capacity (make capacity). A figure
+# not measured here (a tool missing, a run that failed) is left out, and
+# make capacity names what it misses. gw_cpu_pct and gw_cpu_rps are the
+# gateway's CPU (per cent of one core) and wrk's requests a second during
+# the profiled position run of section 2.
+JSON_OUT=${BENCH_JSON:-$(dirname "$OUT")/benchmarks.json}
+gw_cpu_pct=""; gw_cpu_rps=""
+if [[ -n ${t1:-} && -n ${t0:-} && -n ${hz:-} ]]; then
+  gw_cpu_pct=$(calc "round(($t1 - $t0) / $hz / $PT * 100, 1)")
+  gw_cpu_rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk-cpu.txt" 2>/dev/null)
+fi
+figs=()
+for v in cores e_rps p_rps b_rps ev_rps zr_rps gw_cpu_pct gw_cpu_rps t_rps t_cpp t_front best gap \
+  hot_group hot_alone pg_tps mem_per big_n big_e_rps big_mem_per big_t_rps big_cpp big_cpu \
+  sse_rss sse_heap sse_stack sse_p99 draw_s sh1_eps sh1_busy sh1_cpu sh3_eps sh3_busy sh3_cpu re0 re1 ra0 ra1; do
+  [[ $v == cores ]] && { figs+=("cores=$ncpu"); continue; }
+  figs+=("$v=${!v:-}")
+done
+python3 - "$JSON_OUT" "measured_unix=$(date +%s)" "${figs[@]}" <<'PY'
+import json, math, sys
+out, figures = sys.argv[1], {}
+for arg in sys.argv[2:]:
+    name, _, value = arg.partition("=")
+    try:
+        v = float(value)
+    except ValueError:
+        continue  # '?', 'n/a', empty: not measured
+    if math.isfinite(v):
+        figures[name] = int(v) if v.is_integer() else v
+with open(out, "w") as f:
+    json.dump(figures, f, indent=2)
+    f.write("\n")
+PY
+say "wrote $JSON_OUT (the figures make capacity reads)"

@@ -191,6 +191,11 @@ type Stats struct {
 	// Lines are the figures of each line of a queue split into lines (nil
 	// for one that is not); the queue's are their sums.
 	Lines []LineStats
+	// LineMasters is, on a Redis Cluster, how many masters serve the
+	// queue's lines (0 on one Redis, and for a queue not split): fewer
+	// than min(lines, masters) means lines share a master (after slots
+	// moved) and the split does less than it could.
+	LineMasters int
 	// Presence: the queue's away people and what became of them (zero
 	// with presence off).
 	Presence Presence
@@ -232,4 +237,15 @@ type LineStats struct {
 	IssuedTotal  int64
 	MeasuredRate float64
 	Held         string
+	// LineNode is where the line's keys are, on a Redis Cluster.
+	LineNode
+}
+
+// LineNode is where a line's keys are on a Redis Cluster: their slot, the
+// address of the master serving it, and how many masters the cluster has
+// (all zero on one Redis).
+type LineNode struct {
+	Slot    int
+	Node    string
+	Masters int
 }

@@ -55,9 +55,9 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 	return rep.IssueResult, rep.Err
 }
 
-// issueArgs are the issue script's arguments for one tick; tick is its id
-// (Store.nextTick).
-func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
+// issueArgs are the issue script's arguments for one tick of the line with
+// keys k; tick is its id (Store.nextTick).
+func issueArgs(q string, line int, k Keys, r queue.IssueRequest, tick string) []any {
 	args := make([]any, 0, 14+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
@@ -66,7 +66,7 @@ func issueArgs(q string, line int, r queue.IssueRequest, tick string) []any {
 	if r.Share > 0 {
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
-	args = append(args, r.Epoch, KeysFor(queue.LineID(q, line)).Prefix(), r.Tick.Milliseconds(), q, tick,
+	args = append(args, r.Epoch, k.Prefix(), r.Tick.Milliseconds(), q, tick,
 		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History), orderPath(r.OrderPath))
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))

@@ -18,14 +18,22 @@ func (s *Store) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.I
 	}
 	// The arguments are made once: a resend after NOSCRIPT carries the
 	// same tick ids.
+	keys, ok := s.keysOfLines(ctx, len(calls), func(i int) (string, int) { return calls[i].QueueID, calls[i].Line })
 	args := make([][]any, len(calls))
-	for i, c := range calls {
-		args[i] = issueArgs(c.QueueID, c.Line, c.IssueRequest, s.nextTick())
+	for _, i := range ok {
+		c := calls[i]
+		args[i] = issueArgs(c.QueueID, c.Line, keys[i].k, c.IssueRequest, s.nextTick())
 	}
-	cmds, _ := s.evalAll(ctx, issueScript, len(calls),
-		func(i int) []string { return KeysFor(queue.LineID(calls[i].QueueID, calls[i].Line)).issueKeys() },
-		func(i int) []any { return args[i] })
-	for i, c := range cmds {
+	for i := range calls {
+		if keys[i].err != nil {
+			out[i].Err = fmt.Errorf("issue %s: %w", calls[i].QueueID, keys[i].err)
+		}
+	}
+	cmds, _ := s.evalAll(ctx, issueScript, len(ok),
+		func(j int) []string { return keys[ok[j]].k.issueKeys() },
+		func(j int) []any { return args[ok[j]] })
+	for j, c := range cmds {
+		i := ok[j]
 		res, err := c.Slice()
 		out[i].IssueResult, out[i].Err = issueReply(calls[i].QueueID, calls[i].Epoch, res, err)
 	}
@@ -81,14 +89,21 @@ func (s *Store) FollowLeases(ctx context.Context, owner string, lines []queue.Li
 	if len(lines) == 0 {
 		return out
 	}
-	cmds, confirmed, _ := s.evalRounds(ctx, leaseScript, len(lines),
-		func(i int) []string { return KeysFor(queue.LineID(lines[i].QueueID, lines[i].Line)).leaseKeys() },
-		func(i int) []any { return []any{"follow", owner, 0, lines[i].Epoch, 0, s.ackFlag()} }, true)
-	for i, c := range cmds {
+	keys, ok := s.keysOfLines(ctx, len(lines), func(i int) (string, int) { return lines[i].QueueID, lines[i].Line })
+	for i := range lines {
+		if keys[i].err != nil {
+			out[i].Err = fmt.Errorf("follow lease %s: %w", queue.LineID(lines[i].QueueID, lines[i].Line), keys[i].err)
+		}
+	}
+	cmds, confirmed, _ := s.evalRounds(ctx, leaseScript, len(ok),
+		func(j int) []string { return keys[ok[j]].k.leaseKeys() },
+		func(j int) []any { return []any{"follow", owner, 0, lines[ok[j]].Epoch, 0, s.ackFlag()} }, true)
+	for j, c := range cmds {
+		i := ok[j]
 		id := queue.LineID(lines[i].QueueID, lines[i].Line)
 		n, err := c.Int64()
 		switch {
-		case err == nil && n > 0 && !confirmed[i]:
+		case err == nil && n > 0 && !confirmed[j]:
 			out[i].Err = fmt.Errorf("follow lease %s: %w", id, queue.ErrNotReplicated)
 		case err != nil:
 			out[i].Err = fmt.Errorf("follow lease %s: %w", id, classify(err))

@@ -152,6 +152,22 @@ func (s *Store) updateConfig(ctx context.Context, q string, by queue.Change, upd
 				return err
 			}
 		}
+		// The lines' key tags are chosen with the count: with the queue, or
+		// while the lines are held empty for a change of it (tags.go).
+		var lineTags *string
+		if !exists || held > 0 {
+			have, _ := parseLineTags(h[lineTagsField])
+			kept := 0
+			if exists {
+				kept = min(cur.Shards, next.Shards) - 1
+			}
+			tags, err := s.chooseLineTags(ctx, q, next.Shards, kept, have)
+			if err != nil {
+				updateErr = err
+				return err
+			}
+			lineTags = &tags
+		}
 		var seed, sha string
 		if drawState == "" && !next.StartsAt.IsZero() {
 			if seed, sha, err = queue.NewDrawSeed(); err != nil {
@@ -178,6 +194,13 @@ func (s *Store) updateConfig(ctx context.Context, q string, by queue.Change, upd
 			p.HSet(ctx, k.Config(), "updatedAtMs", time.Now().UnixMilli())
 			if lineKey != "" {
 				p.HSet(ctx, k.Config(), "lineKey", lineKey)
+			}
+			switch {
+			case lineTags == nil:
+			case *lineTags == "":
+				p.HDel(ctx, k.Config(), lineTagsField)
+			default:
+				p.HSet(ctx, k.Config(), lineTagsField, *lineTags)
 			}
 			if !exists {
 				// The queue's generation: a ticket of a queue deleted and
@@ -234,8 +257,12 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 	}
 	s.lines.noteShards(q, cfg.Shards)
 	st.Lines = []queue.LineStats{lineStats(0, st)}
+	_, _, tags, err := s.route(ctx, q)
+	if err != nil {
+		return cfg, st, err
+	}
 	for line := 1; line < cfg.Shards; line++ {
-		_, ls, err := s.lineConfig(ctx, q, queue.LineID(q, line))
+		_, ls, err := s.lineConfig(ctx, q, lineKeyID(q, line, tags))
 		if errors.Is(err, queue.ErrNotFound) {
 			continue // not copied yet (the leader copies it): nobody in it
 		}
@@ -252,6 +279,20 @@ func (s *Store) Config(ctx context.Context, q string) (queue.Config, queue.Stats
 			st.Draw.PreQueued += ls.Draw.PreQueued
 			st.Draw.Placed += ls.Draw.Placed
 		}
+	}
+	nodes, err := s.lineNodes(ctx, q, cfg.Shards, tags)
+	if err != nil {
+		return cfg, st, err
+	}
+	masters := map[string]bool{}
+	for i := range st.Lines {
+		if l := st.Lines[i].Line; l < len(nodes) {
+			st.Lines[i].LineNode = nodes[l]
+			masters[nodes[l].Node] = true
+		}
+	}
+	if len(nodes) > 0 {
+		st.LineMasters = len(masters)
 	}
 	return cfg, st, nil
 }

@@ -24,7 +24,10 @@ func (s *Store) StartDraw(ctx context.Context, q string, epoch int64, t queue.Dr
 	if err != nil || w.State != queue.DrawDrawing {
 		return w, err
 	}
-	k := KeysFor(q)
+	k, err := s.keysOf(ctx, q)
+	if err != nil {
+		return w, fmt.Errorf("draw %s: %w", q, err)
+	}
 	for start := int64(0); ; start += preQueuePage {
 		page, err := s.rdb.ZRange(ctx, k.PreQueue(), start, start+preQueuePage-1).Result()
 		if err != nil {
@@ -73,7 +76,11 @@ func (s *Store) drawStep(ctx context.Context, q string, epoch int64, step string
 	for _, u := range users {
 		args = append(args, u)
 	}
-	res, err := drawScript.Run(ctx, s.rdb, KeysFor(q).drawKeys(), args...).Slice()
+	k, err := s.keysOf(ctx, q)
+	if err != nil {
+		return queue.DrawWork{}, fmt.Errorf("draw %s (%s): %w", q, step, err)
+	}
+	res, err := drawScript.Run(ctx, s.rdb, k.drawKeys(), args...).Slice()
 	if err != nil {
 		return queue.DrawWork{}, fmt.Errorf("draw %s (%s): %w", q, step, classify(err))
 	}

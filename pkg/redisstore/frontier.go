@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,17 +53,22 @@ func (s *Store) Frontiers(ctx context.Context, qs []string) (map[string]*queue.F
 	if len(qs) == 0 {
 		return out, nil
 	}
-	cmds, err := s.evalAll(ctx, frontierScript, len(qs),
-		func(i int) []string { return KeysFor(qs[i]).frontierKeys() },
+	keys, ok := s.keysOfIDs(ctx, qs)
+	cmds, err := s.evalAll(ctx, frontierScript, len(ok),
+		func(j int) []string { return keys[ok[j]].k.frontierKeys() },
 		func(int) []any { return []any{frontierFineWindow, frontierMaxCoarse} })
-	for i, c := range cmds {
+	for j, c := range cmds {
+		q := qs[ok[j]]
 		res, cerr := c.Slice()
 		if cerr != nil {
 			continue
 		}
-		if f, ferr := frontierReply(qs[i], res); ferr == nil {
-			out[qs[i]] = f
+		if f, ferr := frontierReply(q, res); ferr == nil {
+			out[q] = f
 		}
+	}
+	if err == nil && len(ok) < len(qs) {
+		err = keys[slices.IndexFunc(keys, func(k lineKeysOf) bool { return k.err != nil })].err
 	}
 	if err != nil && len(out) == 0 {
 		return nil, fmt.Errorf("frontiers: %w", classify(err))

@@ -44,7 +44,9 @@ type lineEntry struct {
 	// key is the queue's line key (queue.LineOf). It is set once, when
 	// the queue is created or its count changes while nobody is in it,
 	// and never changes after: a count read with it routes right.
-	key      queue.LineKey
+	key queue.LineKey
+	// tags are the key tags of lines 1.. (lineKeyID), set with the count.
+	tags     []string
 	shardsAt time.Time
 	// waiting is each line's length, read at figuresAt.
 	waiting   []int64
@@ -63,15 +65,16 @@ func (b *lineBook) entry(q string) *lineEntry {
 	return e
 }
 
-// setRoute records q's line count and key, as a config read told them.
-func (b *lineBook) setRoute(q string, n int, key queue.LineKey) {
+// setRoute records q's line count, key and line tags, as a config read
+// told them.
+func (b *lineBook) setRoute(q string, n int, key queue.LineKey, tags []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.entry(q)
 	if e.shards != n {
 		e.waiting, e.figuresAt = nil, time.Time{}
 	}
-	e.shards, e.key, e.shardsAt = n, key, time.Now()
+	e.shards, e.key, e.tags, e.shardsAt = n, key, tags, time.Now()
 }
 
 // forget drops what the book knows of q's routing: a script said the
@@ -81,7 +84,7 @@ func (b *lineBook) forget(q string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if e := b.queues[q]; e != nil {
-		e.shards, e.key, e.shardsAt, e.waiting, e.figuresAt = 0, nil, time.Time{}, nil, time.Time{}
+		e.shards, e.key, e.tags, e.shardsAt, e.waiting, e.figuresAt = 0, nil, nil, time.Time{}, nil, time.Time{}
 	}
 }
 
@@ -101,40 +104,44 @@ func (b *lineBook) noteShards(q string, n int) {
 // Shards is queue q's line count (1 for a queue not split, or one without
 // a config: its scripts say NOT_FOUND).
 func (s *Store) Shards(ctx context.Context, q string) (int, error) {
-	n, _, err := s.route(ctx, q)
+	n, _, _, err := s.route(ctx, q)
 	return n, err
 }
 
-// route is queue q's line count and line key, from the book or the config.
-func (s *Store) route(ctx context.Context, q string) (int, queue.LineKey, error) {
+// route is queue q's line count, line key and line tags, from the book or
+// the config.
+func (s *Store) route(ctx context.Context, q string) (int, queue.LineKey, []string, error) {
 	s.lines.mu.Lock()
 	e := s.lines.entry(q)
-	n, key, at := e.shards, e.key, e.shardsAt
+	n, key, tags, at := e.shards, e.key, e.tags, e.shardsAt
 	s.lines.mu.Unlock()
 	if n > 0 && time.Since(at) < lineCountMaxAge {
-		return n, key, nil
+		return n, key, tags, nil
 	}
-	v, err := s.rdb.HMGet(ctx, KeysFor(q).Config(), "shards", "lineKey").Result()
+	v, err := s.rdb.HMGet(ctx, KeysFor(q).Config(), "shards", "lineKey", lineTagsField).Result()
 	if err != nil {
-		return 0, nil, fmt.Errorf("lines of %s: %w", q, classify(err))
+		return 0, nil, nil, fmt.Errorf("lines of %s: %w", q, classify(err))
 	}
 	n = 1
 	if f := str(v[0]); f != "" {
 		if n, err = strconv.Atoi(f); err != nil || n < 1 || n > queue.MaxShards {
-			return 0, nil, fmt.Errorf("lines of %s: bad shards %q", q, f)
+			return 0, nil, nil, fmt.Errorf("lines of %s: bad shards %q", q, f)
 		}
 	}
 	if key, err = queue.ParseLineKey(str(v[1])); err != nil {
-		return 0, nil, fmt.Errorf("lines of %s: %w", q, err)
+		return 0, nil, nil, fmt.Errorf("lines of %s: %w", q, err)
 	}
-	s.lines.setRoute(q, n, key)
-	return n, key, nil
+	if tags, err = parseLineTags(str(v[2])); err != nil {
+		return 0, nil, nil, fmt.Errorf("lines of %s: %w", q, err)
+	}
+	s.lines.setRoute(q, n, key, tags)
+	return n, key, tags, nil
 }
 
 // userLine is the line of user in q, by the line count and key the Store
 // has.
 func (s *Store) userLine(ctx context.Context, q, user string) (line, shards int, err error) {
-	shards, key, err := s.route(ctx, q)
+	shards, key, _, err := s.route(ctx, q)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -226,10 +233,14 @@ func (s *Store) lineLengths(ctx context.Context, q string, shards, line int, lin
 // readLineLengths reads every line's length in one pipelined round (one
 // round trip per master).
 func (s *Store) readLineLengths(ctx context.Context, q string, shards int) ([]int64, error) {
+	_, _, tags, err := s.route(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	lens := make([]*redis.IntCmd, shards)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range shards {
-			lens[i] = p.ZCard(ctx, KeysFor(queue.LineID(q, i)).Waiting())
+			lens[i] = p.ZCard(ctx, KeysFor(lineKeyID(q, i, tags)).Waiting())
 		}
 		return nil
 	})

@@ -41,7 +41,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 	}
 	masters := map[string]bool{}
 	for line := range shards {
-		masters[masterOf(t, cc, redisstore.KeysFor(queue.LineID(q, line)).Waiting())] = true
+		masters[masterOf(t, cc, lineKeys(t, s, q, line).Waiting())] = true
 	}
 
 	// Enter: each person in their line; places over the whole queue.
@@ -203,7 +203,7 @@ func TestShardedQueueStoreOperations(t *testing.T) {
 		t.Fatalf("enter through the stale Store: %+v %v; want WAITING in line %d", st2, err, lineOf(t, s, q2, user))
 	}
 	in0, _ := cc.ZScore(ctx, redisstore.KeysFor(q2).Waiting(), user).Result()
-	inLine, err := cc.ZScore(ctx, redisstore.KeysFor(queue.LineID(q2, st2.Line)).Waiting(), user).Result()
+	inLine, err := cc.ZScore(ctx, lineKeys(t, s, q2, st2.Line).Waiting(), user).Result()
 	if err != nil || in0 != 0 || inLine != 1 {
 		t.Fatalf("%s: score %v in line 0, %v (%v) in line %d; want only in line %d", user, in0, inLine, err, st2.Line, st2.Line)
 	}

@@ -25,7 +25,7 @@ const reshardingFor = 10 * time.Second
 
 // lineLocalFields are config fields never copied to a line: a line's own,
 // and the line key, which only the services that route read (from line 0).
-var lineLocalFields = map[string]bool{"line": true, "drawPending": true, "resharding": true, "lineKey": true}
+var lineLocalFields = map[string]bool{"line": true, "drawPending": true, "resharding": true, "lineKey": true, lineTagsField: true}
 
 // SyncLines copies queue q's config to each of its lines 1..shards-1, with
 // a scheduled draw's seed for a line that has no draw yet, and returns how
@@ -47,10 +47,14 @@ func (s *Store) SyncLines(ctx context.Context, q string) (int, error) {
 		return 0, fmt.Errorf("sync lines of %s: %w", q, queue.ErrNotFound)
 	}
 	shards, _ := strconv.Atoi(h["shards"])
+	tags, err := parseLineTags(h[lineTagsField])
+	if err != nil {
+		return 0, fmt.Errorf("sync lines of %s: %w", q, err)
+	}
 	version := h["version"]
 	wrote := 0
 	for line := 1; line < shards; line++ {
-		k := KeysFor(queue.LineID(q, line))
+		k := KeysFor(lineKeyID(q, line, tags))
 		cur, err := s.rdb.HMGet(ctx, k.Config(), "version", "line").Result()
 		if err != nil {
 			return wrote, fmt.Errorf("sync lines of %s: %w", q, classify(err))
@@ -93,15 +97,19 @@ func (s *Store) SyncLines(ctx context.Context, q string) (int, error) {
 // count; releaseLines undoes it.
 func (s *Store) holdLines(ctx context.Context, q string, shards int) (bool, error) {
 	until := time.Now().Add(reshardingFor).UnixMilli()
+	tags, err := s.storedLineTags(ctx, q)
+	if err != nil {
+		return false, fmt.Errorf("reshard %s: %w", q, err)
+	}
 	for line := range shards {
-		if err := s.rdb.HSet(ctx, KeysFor(queue.LineID(q, line)).Config(), "resharding", until).Err(); err != nil {
+		if err := s.rdb.HSet(ctx, KeysFor(lineKeyID(q, line, tags)).Config(), "resharding", until).Err(); err != nil {
 			return false, fmt.Errorf("reshard %s: %w", q, classify(err))
 		}
 	}
 	counts := make([]*redis.IntCmd, 0, 4*shards)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for line := range shards {
-			k := KeysFor(queue.LineID(q, line))
+			k := KeysFor(lineKeyID(q, line, tags))
 			counts = append(counts, p.ZCard(ctx, k.Waiting()), p.ZCard(ctx, k.PreQueue()), p.ZCard(ctx, k.Active()), p.ZCard(ctx, k.Inflight()))
 		}
 		return nil
@@ -119,8 +127,12 @@ func (s *Store) holdLines(ctx context.Context, q string, shards int) (bool, erro
 
 // releaseLines lifts holdLines from lines 0..shards-1 of q.
 func (s *Store) releaseLines(ctx context.Context, q string, shards int) error {
+	tags, err := s.storedLineTags(ctx, q)
+	if err != nil {
+		return fmt.Errorf("reshard %s: %w", q, err)
+	}
 	for line := range shards {
-		if err := s.rdb.HDel(ctx, KeysFor(queue.LineID(q, line)).Config(), "resharding").Err(); err != nil {
+		if err := s.rdb.HDel(ctx, KeysFor(lineKeyID(q, line, tags)).Config(), "resharding").Err(); err != nil {
 			return fmt.Errorf("reshard %s: %w", q, classify(err))
 		}
 	}

@@ -14,7 +14,7 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 	if len(users) == 0 {
 		return map[string]queue.Standing{}, nil
 	}
-	shards, key, err := s.route(ctx, q)
+	shards, key, tags, err := s.route(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("position many %s: %w", q, err)
 	}
@@ -23,7 +23,7 @@ func (s *Store) PositionMany(ctx context.Context, q string, users []string) (map
 		lines[i] = queue.LineOf(key, u, shards)
 	}
 	cmds, err := s.evalAll(ctx, positionScript, len(users),
-		func(i int) []string { return KeysFor(queue.LineID(q, lines[i])).positionKeys(users[i]) },
+		func(i int) []string { return KeysFor(lineKeyID(q, lines[i], tags)).positionKeys(users[i]) },
 		func(i int) []any { return []any{users[i], "", shards} })
 	out := make(map[string]queue.Standing, len(users))
 	for i, c := range cmds {

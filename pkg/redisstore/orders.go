@@ -19,7 +19,11 @@ import (
 // same token succeeds. The token moves to inflight with a lease; orderID
 // ties the later settle or restore to this attempt.
 func (s *Store) Consume(ctx context.Context, q, user, secret, orderID string, lease, slotGrace time.Duration) (queue.Consumed, error) {
-	keys, args := tokenKeys(q, secret).consumeKeys(user),
+	k, err := s.tokenKeys(ctx, q, secret)
+	if err != nil {
+		return queue.Consumed{}, fmt.Errorf("consume %s: %w", q, err)
+	}
+	keys, args := k.consumeKeys(user),
 		[]any{secret, user, orderID, lease.Milliseconds(), slotGrace.Milliseconds(), s.deadline(ctx), s.ackFlag()}
 	var cmd *redis.Cmd
 	if s.acking() {
@@ -65,7 +69,11 @@ func consumedOf(res []any) queue.Consumed {
 // CheckToken is the order path's cheap gate (see lua/check.lua): read-only,
 // one round trip, nothing charged. Consume stays the authority.
 func (s *Store) CheckToken(ctx context.Context, q, user, secret string) (queue.TokenCheck, error) {
-	res, err := checkScript.Run(ctx, s.rdb, tokenKeys(q, secret).checkKeys(user), secret).Slice()
+	k, err := s.tokenKeys(ctx, q, secret)
+	if err != nil {
+		return queue.TokenCheck{}, fmt.Errorf("check token %s: %w", q, err)
+	}
+	res, err := checkScript.Run(ctx, s.rdb, k.checkKeys(user), secret).Slice()
 	if err != nil {
 		return queue.TokenCheck{}, fmt.Errorf("check token %s: %w", q, classify(err))
 	}
@@ -84,7 +92,11 @@ func (s *Store) CheckToken(ctx context.Context, q, user, secret string) (queue.T
 // marker ORDERED. It reports false when there was nothing to settle (already
 // settled or restored).
 func (s *Store) Settle(ctx context.Context, q, user, tokenID, orderID string) (bool, error) {
-	n, err := settleScript.Run(ctx, s.rdb, tokenKeys(q, tokenID).settleKeys(user), user, tokenID, orderID).Int64()
+	k, err := s.tokenKeys(ctx, q, tokenID)
+	if err != nil {
+		return false, fmt.Errorf("settle %s: %w", q, err)
+	}
+	n, err := settleScript.Run(ctx, s.rdb, k.settleKeys(user), user, tokenID, orderID).Int64()
 	if err != nil {
 		return false, fmt.Errorf("settle %s: %w", q, classify(err))
 	}
@@ -98,7 +110,11 @@ func (s *Store) Restore(ctx context.Context, q, user, tokenID, orderID string, r
 		r = "1"
 	}
 	tp, ts := telemetry.Context(ctx)
-	keys, args := tokenKeys(q, tokenID).restoreKeys(user), []any{user, tokenID, orderID, r, q, tp, ts, s.ackFlag()}
+	k, err := s.tokenKeys(ctx, q, tokenID)
+	if err != nil {
+		return "", fmt.Errorf("restore %s: %w", q, err)
+	}
+	keys, args := k.restoreKeys(user), []any{user, tokenID, orderID, r, q, tp, ts, s.ackFlag()}
 	var cmd *redis.Cmd
 	if s.acking() {
 		cmd = s.evalAcked(ctx, restoreScript, keys, args...)
@@ -132,7 +148,10 @@ func (s *Store) Overdue(ctx context.Context, q string, limit int64) ([]queue.Inf
 	}
 	var out []queue.InflightToken
 	for line := range shards {
-		k := KeysFor(queue.LineID(q, line))
+		k, err := s.lineKeys(ctx, q, line)
+		if err != nil {
+			return out, fmt.Errorf("overdue %s: %w", q, err)
+		}
 		res, err := overdueScript.Run(ctx, s.rdb, k.overdueKeys(), limit, k.Prefix()).Slice()
 		if err != nil {
 			return out, classifyf("overdue "+q, err)
@@ -172,9 +191,15 @@ func classifyf(op string, err error) error {
 // OrderFailed is safely recorded: from then on restoration owns it (the data
 // a restore needs stays), and the reaper no longer looks at it.
 func (s *Store) HandOff(ctx context.Context, q, user, tokenID string) error {
-	return classifyf("hand off "+q, s.rdb.ZRem(ctx, tokenKeys(q, tokenID).Inflight(), inflightMember(tokenID, user)).Err())
+	k, err := s.tokenKeys(ctx, q, tokenID)
+	if err != nil {
+		return fmt.Errorf("hand off %s: %w", q, err)
+	}
+	return classifyf("hand off "+q, s.rdb.ZRem(ctx, k.Inflight(), inflightMember(tokenID, user)).Err())
 }
 
 // tokenKeys are the keys of the line of q that issued a token (its secret
 // or id names the line: queue.TokenLine).
-func tokenKeys(q, token string) Keys { return KeysFor(queue.LineID(q, queue.TokenLine(token))) }
+func (s *Store) tokenKeys(ctx context.Context, q, token string) (Keys, error) {
+	return s.lineKeys(ctx, q, queue.TokenLine(token))
+}

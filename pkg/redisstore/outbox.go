@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,10 @@ const OutboxGroup = "relay"
 // starting at the beginning so nothing written before it is skipped. It does
 // nothing when q has no configuration (deleted).
 func (s *Store) EnsureOutboxGroup(ctx context.Context, q string) error {
-	k := KeysFor(q)
+	k, err := s.keysOf(ctx, q)
+	if err != nil {
+		return fmt.Errorf("outbox group %s: %w", q, err)
+	}
 	return classifyf("outbox group "+q, groupScript.Run(ctx, s.rdb, []string{k.Config(), k.Outbox()}, OutboxGroup).Err())
 }
 
@@ -33,15 +37,23 @@ func (s *Store) ReadOutboxes(ctx context.Context, consumer string, count int64, 
 	if len(reads) == 0 {
 		return nil, nil
 	}
+	ids := make([]string, len(reads))
+	for i, r := range reads {
+		ids[i] = r.QueueID
+	}
+	keys, _ := s.keysOfIDs(ctx, ids)
 	cmds := make([]*redis.XStreamSliceCmd, len(reads))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range reads {
+			if keys[i].err != nil {
+				continue
+			}
 			id := ">"
 			if r.Pending {
 				id = "0"
 			}
 			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{
-				Group: OutboxGroup, Consumer: consumer, Streams: []string{KeysFor(r.QueueID).Outbox(), id}, Count: count, Block: -1,
+				Group: OutboxGroup, Consumer: consumer, Streams: []string{keys[i].k.Outbox(), id}, Count: count, Block: -1,
 			})
 		}
 		return nil
@@ -50,6 +62,11 @@ func (s *Store) ReadOutboxes(ctx context.Context, consumer string, count int64, 
 	failed := 0
 	for i, r := range reads {
 		out[i].QueueID = r.QueueID
+		if keys[i].err != nil {
+			out[i].Err = fmt.Errorf("read outbox %s: %w", r.QueueID, keys[i].err)
+			failed++
+			continue
+		}
 		res, cerr := cmds[i].Result()
 		switch {
 		case cerr == nil:
@@ -71,8 +88,12 @@ func (s *Store) ReadOutboxes(ctx context.Context, consumer string, count int64, 
 // ClaimOutbox takes over events other consumers read but did not
 // acknowledge for at least minIdle: the relay of a leader that died.
 func (s *Store) ClaimOutbox(ctx context.Context, q, consumer string, minIdle time.Duration, count int64) ([]queue.Event, error) {
+	k, err := s.keysOf(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox %s: %w", q, err)
+	}
 	msgs, _, err := s.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: KeysFor(q).Outbox(), Group: OutboxGroup, Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: count,
+		Stream: k.Outbox(), Group: OutboxGroup, Consumer: consumer, MinIdle: minIdle, Start: "0-0", Count: count,
 	}).Result()
 	if err != nil {
 		return nil, classifyf("claim outbox "+q, err)
@@ -95,8 +116,16 @@ func (s *Store) AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) er
 	if len(acks) == 0 {
 		return nil
 	}
+	keys := make([]Keys, len(acks))
+	for i, b := range acks {
+		k, err := s.keysOf(ctx, b.QueueID)
+		if err != nil {
+			return fmt.Errorf("ack outbox %s: %w", b.QueueID, err)
+		}
+		keys[i] = k
+	}
 	cmds, err := s.evalAll(ctx, ackScript, len(acks),
-		func(i int) []string { return []string{KeysFor(acks[i].QueueID).Outbox()} },
+		func(i int) []string { return []string{keys[i].Outbox()} },
 		func(i int) []any {
 			args := make([]any, 0, 1+len(acks[i].Events))
 			args = append(args, OutboxGroup)
@@ -127,10 +156,18 @@ func (s *Store) OutboxLen(ctx context.Context, q string) (int64, error) {
 // OutboxLens is the number of unconfirmed events of every queue in qs, in
 // one pipelined round.
 func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, error) {
+	keys := make([]Keys, len(qs))
+	for i, q := range qs {
+		k, err := s.keysOf(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("outbox lengths: %w", err)
+		}
+		keys[i] = k
+	}
 	cmds := make([]*redis.IntCmd, len(qs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, q := range qs {
-			cmds[i] = p.XLen(ctx, KeysFor(q).Outbox())
+		for i := range qs {
+			cmds[i] = p.XLen(ctx, keys[i].Outbox())
 		}
 		return nil
 	})
@@ -148,7 +185,11 @@ func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, 
 // self that have nothing pending and were idle for at least idle: every
 // dispatcher process that ever led q left its name there.
 func (s *Store) PruneOutboxConsumers(ctx context.Context, q, self string, idle time.Duration) (int, error) {
-	key := KeysFor(q).Outbox()
+	k, err := s.keysOf(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("outbox consumers %s: %w", q, err)
+	}
+	key := k.Outbox()
 	cs, err := s.rdb.XInfoConsumers(ctx, key, OutboxGroup).Result()
 	if err != nil {
 		return 0, classifyf("outbox consumers "+q, err)

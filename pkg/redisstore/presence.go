@@ -22,7 +22,7 @@ func (s *Store) Sighted(ctx context.Context, q string, users []string) (queue.Si
 	if len(users) == 0 {
 		return queue.Sightings{}, nil
 	}
-	shards, key, err := s.route(ctx, q)
+	shards, key, tags, err := s.route(ctx, q)
 	if err != nil {
 		return queue.Sightings{}, fmt.Errorf("sighted %s: %w", q, err)
 	}
@@ -38,7 +38,7 @@ func (s *Store) Sighted(ctx context.Context, q string, users []string) (queue.Si
 	var batches []batch
 	for line, us := range byLine {
 		for i := 0; i < len(us); i += maxSightings {
-			batches = append(batches, batch{id: queue.LineID(q, line), users: us[i:min(i+maxSightings, len(us))]})
+			batches = append(batches, batch{id: lineKeyID(q, line, tags), users: us[i:min(i+maxSightings, len(us))]})
 		}
 	}
 	cmds, err := s.evalAll(ctx, presenceScript, len(batches),

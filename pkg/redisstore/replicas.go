@@ -449,8 +449,16 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 	if len(with) == 0 {
 		return nil
 	}
+	keys := make([]Keys, len(with))
+	for i, b := range with {
+		k, err := s.keysOf(ctx, b.QueueID)
+		if err != nil {
+			return fmt.Errorf("outbox replicated %s: %w", b.QueueID, err)
+		}
+		keys[i] = k
+	}
 	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(with),
-		func(i int) []string { k := KeysFor(with[i].QueueID); return []string{k.Dispatch(), k.Outbox()} },
+		func(i int) []string { return []string{keys[i].Dispatch(), keys[i].Outbox()} },
 		func(i int) []any {
 			// A batch is one XREADGROUP's reply: in entry id order.
 			last := with[i].Events[len(with[i].Events)-1]

@@ -114,7 +114,10 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 		expires = proof.ExpiresAt.UnixMilli()
 	}
 	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
-		k := KeysFor(queue.LineID(q, line))
+		k, err := s.lineKeys(ctx, q, line)
+		if err != nil {
+			return nil, err
+		}
 		keys, args := k.enterKeys(user, proof.ID), []any{user, proof.ID, proof.Bits, expires, shards, telemetry.Sampled(ctx), s.ackFlag()}
 		if s.acking() {
 			return s.evalAcked(ctx, enterScript, keys, args...).Slice()
@@ -149,7 +152,10 @@ func (s *Store) EnterWithProof(ctx context.Context, q, user string, proof queue.
 // generation (for a ticket).
 func (s *Store) Position(ctx context.Context, q, user string) (queue.Standing, error) {
 	res, line, shards, err := s.lineRun(ctx, q, user, func(line, shards int) ([]any, error) {
-		k := KeysFor(queue.LineID(q, line))
+		k, err := s.lineKeys(ctx, q, line)
+		if err != nil {
+			return nil, err
+		}
 		return positionScript.Run(ctx, s.rdb, k.positionKeys(user), user, "1", shards).Slice()
 	})
 	if err != nil {
@@ -173,7 +179,10 @@ func (s *Store) Leave(ctx context.Context, q, user string) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("leave %s: %w", q, err)
 		}
-		k := KeysFor(queue.LineID(q, line))
+		k, err := s.lineKeys(ctx, q, line)
+		if err != nil {
+			return false, fmt.Errorf("leave %s: %w", q, err)
+		}
 		n, err := leaveScript.Run(ctx, s.rdb, k.leaveKeys(user), user, shards).Int64()
 		switch {
 		case err != nil:
@@ -215,7 +224,11 @@ func (s *Store) CloseBy(ctx context.Context, q string, by queue.Change) (int64, 
 		if line == 0 && by != (queue.Change{}) {
 			args = []any{by.Actor, by.Address, q}
 		}
-		n, err := closeScript.Run(ctx, s.rdb, KeysFor(queue.LineID(q, line)).closeKeys(), args...).Int64()
+		k, err := s.lineKeys(ctx, q, line)
+		if err != nil {
+			return total, fmt.Errorf("close %s: %w", q, err)
+		}
+		n, err := closeScript.Run(ctx, s.rdb, k.closeKeys(), args...).Int64()
 		if err != nil {
 			return total, fmt.Errorf("close %s: %w", q, classify(err))
 		}
@@ -249,17 +262,18 @@ func (s *Store) Waiting(ctx context.Context, ids []string) (map[string]int64, er
 	}
 	var cmds []card
 	shards := make([]int, len(ids))
+	tags := make([][]string, len(ids))
 	for i, id := range ids {
-		n, err := s.Shards(ctx, id)
+		n, _, t, err := s.route(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("waiting: %w", err)
 		}
-		shards[i] = n
+		shards[i], tags[i] = n, t
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range ids {
 			for line := range shards[i] {
-				cmds = append(cmds, card{id, p.ZCard(ctx, KeysFor(queue.LineID(id, line)).Waiting())})
+				cmds = append(cmds, card{id, p.ZCard(ctx, KeysFor(lineKeyID(id, line, tags[i])).Waiting())})
 			}
 		}
 		return nil
@@ -360,11 +374,13 @@ func (s *Store) Purge(ctx context.Context, q string) error {
 	}
 	k := KeysFor(q)
 	// On a cluster the keys of q's lines are in as many slots as it has
-	// lines (wr:{q}:..., wr:{q:1}:..., no other queue's id has a ':'), so
-	// every master is scanned (ForEachMaster covers both topologies) and
-	// the keys are deleted one a command, pipelined.
+	// lines (wr:{q}:..., wr:{q:1}:... or, tagged, wr:{q:1~17}:...; no
+	// queue id has a ':' or a '~'), so every master is scanned
+	// (ForEachMaster covers both topologies) and the keys are deleted one
+	// a command, pipelined. Purging a line (q:1) takes its tagged keys
+	// too.
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		for _, pattern := range []string{k.Prefix() + "*", "wr:{" + q + ":*"} {
+		for _, pattern := range []string{k.Prefix() + "*", "wr:{" + q + ":*", "wr:{" + q + "~*"} {
 			iter := c.Scan(ctx, 0, pattern, 500).Iterator()
 			var keys []string
 			for iter.Next(ctx) {

@@ -274,7 +274,8 @@ local waiting = redis.call('ZCARD', KEYS[2])
 -- the skipped past their grace (abandoning: {user, seq}), or, with the
 -- knob back at 0, the away to put back (returning: {user, seq}).
 local going, abandoning, returning, gone, forget = {}, {}, {}, {}, false
-local line_id = string.match(prefix, '{(.-)}')
+-- The line's id: its keys' tag without a line tag's salt (tags.go).
+local line_id = string.match(prefix, '{([^}~]*)')
 if tracked then
   presence_reads(prefix)
 end

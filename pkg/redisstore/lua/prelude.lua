@@ -135,7 +135,7 @@ local function bins_add(bins_key, seqs, n)
     end
   end
   if n > 0 and #seqs > 0 then
-    redis.call('PUBLISH', FRONTIER_CHANNEL, string.match(bins_key, '{(.-)}') .. ' left ' .. string.format('%d', n * #seqs))
+    redis.call('PUBLISH', FRONTIER_CHANNEL, string.match(bins_key, '{([^}~]*)') .. ' left ' .. string.format('%d', n * #seqs))
   end
 end
 

@@ -59,7 +59,11 @@ func (m *clusterNodes) linesMasters(t *testing.T, q string, shards int) []string
 	t.Helper()
 	out := make([]string, shards)
 	for i := range shards {
-		c, err := m.rdb.MasterForKey(context.Background(), redisstore.KeysFor(queue.LineID(q, i)).Waiting())
+		k, err := m.store.LineKeys(context.Background(), q, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.rdb.MasterForKey(context.Background(), k.Waiting())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +359,11 @@ func TestShardedQueueSurvivesSlotMoveAndLeaderKill(t *testing.T) {
 	}
 
 	before := m.linesMasters(t, q, shards)
-	move := testenv.NewSlotMove(t, m.rdb, redisstore.KeysFor(queue.LineID(q, 1)).Waiting())
+	k1, err := m.store.LineKeys(context.Background(), q, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	move := testenv.NewSlotMove(t, m.rdb, k1.Waiting())
 	time.Sleep(500 * time.Millisecond)
 	move.Begin()
 	time.Sleep(300 * time.Millisecond) // ticks and enters while the slot is half open

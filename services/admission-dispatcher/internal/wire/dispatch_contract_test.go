@@ -62,7 +62,11 @@ func (h *redisHarness) Close(t *testing.T, q string) {
 
 func (h *redisHarness) LoseLineCopy(t *testing.T, q string, line int) {
 	t.Helper()
-	if err := h.store.Client().Del(context.Background(), redisstore.KeysFor(queue.LineID(q, line)).Config()).Err(); err != nil {
+	k, err := h.store.LineKeys(context.Background(), q, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.Client().Del(context.Background(), k.Config()).Err(); err != nil {
 		t.Fatalf("delete line %d's config of %s: %v", line, q, err)
 	}
 }

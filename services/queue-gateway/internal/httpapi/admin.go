@@ -39,6 +39,12 @@ type queueView struct {
 	RateReason          string  `json:"rateReason,omitempty"`
 	// Lines are the figures of each line of a queue split into lines.
 	Lines []lineView `json:"lines,omitempty"`
+	// LineMasters is, on a Redis Cluster, how many masters serve the
+	// lines: fewer than min(lines, masters) means lines share a master
+	// (slots moved since the queue was split) and the split does less.
+	LineMasters int `json:"lineMasters,omitempty"`
+	// Masters is the cluster's master count (with LineMasters).
+	Masters int `json:"masters,omitempty"`
 	// Presence is who is away and what became of the away, for a queue
 	// with presence on (awayAfterSeconds); absent when nobody ever was.
 	Presence *presenceView `json:"presence,omitempty"`
@@ -86,6 +92,10 @@ type lineView struct {
 	IssuedTotal        int64   `json:"issuedTotal"`
 	MeasuredRatePerSec float64 `json:"measuredRatePerSec"`
 	AdmissionHeld      string  `json:"admissionHeld,omitempty"`
+	// Slot and Node are, on a Redis Cluster, the line's keys' slot and
+	// the master serving it.
+	Slot int    `json:"slot,omitempty"`
+	Node string `json:"node,omitempty"`
 }
 
 // drawView is a queue's pre-queue draw as anyone may audit it: the seed's
@@ -119,10 +129,16 @@ func newQueueView(q string, cfg queue.Config, st queue.Stats) queueView {
 	var lines []lineView
 	for _, l := range st.Lines {
 		lines = append(lines, lineView{Line: l.Line, Waiting: l.Waiting, Active: l.Active, IssuedTotal: l.IssuedTotal,
-			MeasuredRatePerSec: round2(l.MeasuredRate), AdmissionHeld: l.Held})
+			MeasuredRatePerSec: round2(l.MeasuredRate), AdmissionHeld: l.Held, Slot: l.Slot, Node: l.Node})
+	}
+	masters := 0
+	if len(st.Lines) > 0 {
+		masters = st.Lines[0].Masters
 	}
 	return queueView{
 		Lines:              lines,
+		LineMasters:        st.LineMasters,
+		Masters:            masters,
 		QueueID:            q,
 		Config:             cfg,
 		Waiting:            st.Waiting,
