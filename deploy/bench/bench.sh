@@ -443,6 +443,19 @@ sh1_eps=$(shard_fig 1 enters/s); sh3_eps=$(shard_fig 3 enters/s)
 sh1_cpu=$(shard_fig 1 'redis-cpu-us/enter'); sh3_cpu=$(shard_fig 3 'redis-cpu-us/enter')
 sh1_busy=$(shard_fig 1 'busiest-master-cpu-us/enter'); sh3_busy=$(shard_fig 3 'busiest-master-cpu-us/enter')
 sharded_lines=$(grep -E '^BenchmarkShardedEnter' "$W/sharded.txt")
+# Where the lines land: 20 queues of 3 lines on a 3-master cluster.
+go test -count=1 -run '^TestLinesAreSpreadOverTheMasters$' -v ./pkg/redisstore/ >"$W/spread.txt" 2>&1 || missing+=("TestLinesAreSpreadOverTheMasters")
+spread_line=$(grep -oE '20 queues of 3 lines.*' "$W/spread.txt" | head -1)
+
+# ---------------------------------------------------------------- 7d. ticket polls at their pace
+# 1,000 people far back polling with tickets at the Retry-After they are
+# told, on one Redis and on a 3-master cluster; every command the
+# gateway's Redis client sends is counted.
+say "ticket polls at their pace: TestATicketPollCostsRedisAlmostNothing"
+go test -count=1 -run '^TestATicketPollCostsRedisAlmostNothing$' -v ./services/queue-gateway/internal/httpapi/ >"$W/pollcost.txt" 2>&1 || missing+=("TestATicketPollCostsRedisAlmostNothing")
+poll_one=$(grep -B0 -A0 'polls in' "$W/pollcost.txt" | sed -n 1p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
+poll_cluster=$(grep -B0 -A0 'polls in' "$W/pollcost.txt" | sed -n 2p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
+poll_lines=$(grep -E 'polls in|--- (PASS|FAIL): TestATicketPollCostsRedisAlmostNothing/' "$W/pollcost.txt" | sed 's/^ *//')
 
 # ---------------------------------------------------------------- 7c. acknowledged once replicated
 say "enters and admissions with one replica, waiting for it (WAIT) or not: BenchmarkEnterReplicated, BenchmarkAdmitReplicated"
@@ -499,6 +512,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | one queue of ${big_n} people, one gateway, one Redis node | enter ${big_e_rps}/s (p99 ${big_e_p99}) into a line of ${BIG_PRE}; ${big_mem_per} bytes of Redis per person; ticket polls ${big_t_rps}/s (p99 ${big_t_p99}), ${big_cpp} Redis commands a poll, ${big_cpu} ms of gateway CPU per 1,000 polls | | see docs/SCALING.md |
 | SSE, 10,000 streams | ${sse_rss} bytes RSS/stream (Go heap ${sse_heap}, goroutine stacks ${sse_stack}, ${sse_gor} goroutines a stream); lag p50 ${sse_p50} ms, p99 ${sse_p99} ms | | |
 | pre-queue draw of 100,000 at a start time (admission held meanwhile; BenchmarkDraw100k) | ${draw_s} s | | |
+| ticket polls at their pace, 1,000 pollers on one queue (TestATicketPollCostsRedisAlmostNothing) | one Redis: ${poll_one:-?} Redis commands a poll; three-master cluster: ${poll_cluster:-?} | target: at most 0.01 | |
 | enters into one queue on a 3-master cluster (64 callers; BenchmarkShardedEnter) | shards = 1: ${sh1_eps}/s, busiest master ${sh1_busy} µs of CPU an enter; shards = 3: ${sh3_eps}/s, busiest master ${sh3_busy} µs an enter | all masters: ${sh1_cpu} / ${sh3_cpu} µs an enter | $(ratio "$sh1_busy" "$sh3_busy") x less on the busiest master |
 | acknowledged once one replica holds it (WAIT; BenchmarkEnterReplicated, BenchmarkAdmitReplicated; target >= 0.8 of not waiting) | enters: ${re1}/s waiting, ${re0}/s not; admissions: ${ra1}/s waiting, ${ra0}/s not | | enters $(ratio "$re1" "$re0"), admissions $(ratio "$ra1" "$ra0") of not waiting |
 | adaptive vs fixed admission, order database +300 ms per round trip for 20 s (TestAdaptiveAdmissionFollowsASlowDatabase) | ${adaptive_times:-not measured} | ${adaptive_fig:-not measured} | |
@@ -645,7 +659,22 @@ ${sharded_lines}
 On this 2-core VM the three masters and the callers share the cores, so
 enters a second barely move; what moves is the work on the busiest master
 (one core in production): it is the ceiling of one queue's enters.
-docs/SCALING.md projects ten million from these.
+docs/SCALING.md projects ten million from these. The lines' key tags are
+chosen so the lines are on different masters
+(\`go test -run '^TestLinesAreSpreadOverTheMasters\$' -v ./pkg/redisstore/\`):
+${spread_line:-not measured}.
+
+## 5c'. Ticket polls at their pace
+
+\`go test -count=1 -run '^TestATicketPollCostsRedisAlmostNothing\$' -v ./services/queue-gateway/internal/httpapi/\`:
+1,200 people in one queue (admission 10/s, no dispatcher), the last 1,000
+polling with their tickets for 12 s, each waiting the Retry-After it is
+told; a hook counts every command the gateway's Redis client sends (each of
+a pipeline's on its own), on one Redis and on a private 3-master cluster.
+
+\`\`\`
+${poll_lines}
+\`\`\`
 
 ## 5d. Acknowledged once replicated
 

@@ -165,7 +165,11 @@ func TestBrowserConsole(t *testing.T) {
 	tb.shot("overview")
 
 	// One queue: pause and resume through the controls, each confirmed.
-	tb.do(chromedp.Click(chromedp.CSS(fmt.Sprintf(`#queues tr[data-queue=%q] a`, q)), chromedp.NodeVisible))
+	// Clicked in one evaluation: the overview redraws its rows as its
+	// figures change, and a node found before a redraw is gone by the
+	// click ("Could not find node with given id").
+	until(tb, "the queue's row", fmt.Sprintf(`document.querySelector('#queues tr[data-queue=%q] a') !== null`, q), 10*time.Second)
+	eval[bool](tb, fmt.Sprintf(`(document.querySelector('#queues tr[data-queue=%q] a').click(), true)`, q))
 	until(tb, "the queue's page", `!document.getElementById('detail').hidden && document.querySelector('#figures dd[data-figure=State]') !== null && document.getElementById('knob-admissionRatePerSec') !== null`, 15*time.Second)
 	tb.audit("console-queue")
 	tb.shot("queue")
