@@ -407,7 +407,7 @@ have pgbench || missing+=("pgbench")
 HOT_S=10; [[ $QUICK == 1 ]] && HOT_S=4
 BENCH_HOTROW_SECONDS=$HOT_S go test -run '^$' -bench HotRowSideBySide -benchtime 1x -timeout 20m ./services/order-service/internal/pg/ >"$W/hotrow.txt" 2>&1
 hot_line=$(grep -E '^BenchmarkHotRowSideBySide' "$W/hotrow.txt" | tail -1)
-hotm() { grep -oE "[0-9.]+ $1( |$)" <<<"$hot_line" | awk '{print $1}' | head -1; }
+hotm() { grep -oE "[0-9.]+ $1([[:space:]]|$)" <<<"$hot_line" | awk '{print $1}' | head -1; }
 hot_group=$(hotm 'group-orders/s'); hot_alone=$(hotm 'alone-orders/s'); pg_tps=$(hotm 'pgbench-tps')
 hot_vs_pg=$(hotm 'group/pgbench'); hot_vs_alone=$(hotm 'group/alone')
 hot_g50=$(hotm 'group-p50-ms@80%'); hot_g99=$(hotm 'group-p99-ms@80%')
@@ -453,8 +453,8 @@ spread_line=$(grep -oE '20 queues of 3 lines.*' "$W/spread.txt" | head -1)
 # gateway's Redis client sends is counted.
 say "ticket polls at their pace: TestATicketPollCostsRedisAlmostNothing"
 go test -count=1 -run '^TestATicketPollCostsRedisAlmostNothing$' -v ./services/queue-gateway/internal/httpapi/ >"$W/pollcost.txt" 2>&1 || missing+=("TestATicketPollCostsRedisAlmostNothing")
-poll_one=$(grep -B0 -A0 'polls in' "$W/pollcost.txt" | sed -n 1p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
-poll_cluster=$(grep -B0 -A0 'polls in' "$W/pollcost.txt" | sed -n 2p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
+poll_one=$(grep 'polls in' "$W/pollcost.txt" | sed -n 1p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
+poll_cluster=$(grep 'polls in' "$W/pollcost.txt" | sed -n 2p | grep -oE '[0-9.]+ a poll' | awk '{print $1}')
 poll_lines=$(grep -E 'polls in|--- (PASS|FAIL): TestATicketPollCostsRedisAlmostNothing/' "$W/pollcost.txt" | sed 's/^ *//')
 
 # ---------------------------------------------------------------- 7c. acknowledged once replicated
