@@ -28,6 +28,7 @@ type tally struct {
 	backlog                               map[string]int64
 	ticks                                 []time.Duration
 	lineIssued                            map[string]int // "queue line" -> tokens
+	lineTicks                             map[string]int // "queue line" -> ticks with a reply
 	intervals                             map[string][]time.Duration
 }
 
@@ -36,7 +37,7 @@ func newTally() *tally {
 		leading: map[string]int{}, steppedDown: map[string]int{}, stoppedRelaying: map[string]int{},
 		forgotten: map[string]int{}, issued: map[string]int{}, expired: map[string]int{}, published: map[string]int{},
 		held: map[string]map[string]bool{}, backlog: map[string]int64{}, drawn: map[string]int{}, decided: map[string]int{},
-		lineIssued: map[string]int{}, intervals: map[string][]time.Duration{},
+		lineIssued: map[string]int{}, lineTicks: map[string]int{}, intervals: map[string][]time.Duration{},
 	}
 }
 
@@ -56,6 +57,7 @@ func (m *tally) intervalsOf(q string) []time.Duration {
 func (m *tally) Leading(q string) { m.inc(m.leading, q, 1) }
 func (m *tally) LineTicked(q string, line int, issued int, _ int64) {
 	m.inc(m.lineIssued, fmt.Sprintf("%s %d", q, line), issued)
+	m.inc(m.lineTicks, fmt.Sprintf("%s %d", q, line), 1)
 }
 func (m *tally) StoppedRelaying(q string)  { m.inc(m.stoppedRelaying, q, 1); m.setBacklog(q, -1) }
 func (m *tally) Forget(q string)           { m.inc(m.forgotten, q, 1) }
