@@ -132,7 +132,8 @@ func ints(v any) []int64 {
 // leaver bins, the tail, the state) is read again, one script per queue
 // and all due queues in one pipelined round, when the read is Fresh old,
 // or PollsPerRead lookups have been answered from it, or its configuration
-// changed (announced), whichever comes first. So a queue costs Redis at
+// changed, or more than half a percent of its people left (both
+// announced), whichever comes first. So a queue costs Redis at
 // most one read per PollsPerRead polls, or one per Fresh when it is polled
 // less than that. A queue is tracked from its first lookup until nobody
 // asked about it for a while; a frontier whose last read is older than
