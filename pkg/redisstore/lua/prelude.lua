@@ -120,8 +120,9 @@ end
 -- Adds n (negative: takes) to the bins of each sequence number in seqs; a
 -- bin that reaches zero is deleted. New leavers (n > 0) are announced to
 -- the replicas' frontier caches ("<line> left <count>"), which read the
--- line again once the leavers they do not know of reach half a percent of
--- it: a ticket's place stays within that of the truth between reads.
+-- line again once the leavers they do not know of reach a tenth of a
+-- percent of it: a ticket's place stays within that of the truth between
+-- reads.
 local function bins_add(bins_key, seqs, n)
   local by = {}
   for _, seq in ipairs(seqs) do
