@@ -25,8 +25,9 @@ import (
 // statement each and one commit.
 //
 // A lone order does not wait for company: the first order of an idle
-// product starts a transaction at once, and an order waits at most for the
-// transaction before its own (bounded by TxTimeout). A batch is at most
+// product starts a transaction at once, and an order waits for the
+// product's transactions before its own: one, while fewer than GroupCommit
+// orders are waiting (each bounded by TxTimeout). A batch is at most
 // Options.GroupCommit orders, and never holds two orders of one person (the
 // second starts the next batch), so the per-person limit is decided from
 // counts read under their row locks. A batch whose commit failed for one
