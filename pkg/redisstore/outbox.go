@@ -116,13 +116,9 @@ func (s *Store) AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) er
 	if len(acks) == 0 {
 		return nil
 	}
-	keys := make([]Keys, len(acks))
-	for i, b := range acks {
-		k, err := s.keysOf(ctx, b.QueueID)
-		if err != nil {
-			return fmt.Errorf("ack outbox %s: %w", b.QueueID, err)
-		}
-		keys[i] = k
+	keys, err := s.keysOfAll(ctx, len(acks), func(i int) string { return acks[i].QueueID })
+	if err != nil {
+		return fmt.Errorf("ack outbox %w", err)
 	}
 	cmds, err := s.evalAll(ctx, ackScript, len(acks),
 		func(i int) []string { return []string{keys[i].Outbox()} },
@@ -156,16 +152,12 @@ func (s *Store) OutboxLen(ctx context.Context, q string) (int64, error) {
 // OutboxLens is the number of unconfirmed events of every queue in qs, in
 // one pipelined round.
 func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, error) {
-	keys := make([]Keys, len(qs))
-	for i, q := range qs {
-		k, err := s.keysOf(ctx, q)
-		if err != nil {
-			return nil, fmt.Errorf("outbox lengths: %w", err)
-		}
-		keys[i] = k
+	keys, err := s.keysOfAll(ctx, len(qs), func(i int) string { return qs[i] })
+	if err != nil {
+		return nil, fmt.Errorf("outbox lengths: %w", err)
 	}
 	cmds := make([]*redis.IntCmd, len(qs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range qs {
 			cmds[i] = p.XLen(ctx, keys[i].Outbox())
 		}

@@ -449,13 +449,9 @@ func (s *Store) OutboxReplicated(ctx context.Context, batches []queue.OutboxBatc
 	if len(with) == 0 {
 		return nil
 	}
-	keys := make([]Keys, len(with))
-	for i, b := range with {
-		k, err := s.keysOf(ctx, b.QueueID)
-		if err != nil {
-			return fmt.Errorf("outbox replicated %s: %w", b.QueueID, err)
-		}
-		keys[i] = k
+	keys, err := s.keysOfAll(ctx, len(with), func(i int) string { return with[i].QueueID })
+	if err != nil {
+		return fmt.Errorf("outbox replicated %w", err)
 	}
 	cmds, confirmed, err := s.evalRounds(ctx, touchScript, len(with),
 		func(i int) []string { return []string{keys[i].Dispatch(), keys[i].Outbox()} },

@@ -33,6 +33,9 @@ type Store struct {
 	// bg is the Store's own goroutines: clock readings, replica counts
 	// read in the background, group-commit flushers handing over (Wait).
 	bg background
+	// slots is the cluster's slot map as the lines' report last read it
+	// (tags.go).
+	slots slotBook
 }
 
 // background runs a Store's own goroutines and waits for them; once Wait

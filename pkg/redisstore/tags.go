@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -117,28 +119,39 @@ type lineKeysOf struct {
 // keysOfLines resolves the keys of n lines (at(i): queue id and line) and
 // returns them with the indexes of those resolved, in order.
 func (s *Store) keysOfLines(ctx context.Context, n int, at func(i int) (string, int)) ([]lineKeysOf, []int) {
-	keys := make([]lineKeysOf, n)
-	ok := make([]int, 0, n)
-	for i := range n {
-		q, line := at(i)
-		if keys[i].k, keys[i].err = s.lineKeys(ctx, q, line); keys[i].err == nil {
-			ok = append(ok, i)
-		}
-	}
-	return keys, ok
+	return resolveKeys(n, func(i int) (Keys, error) { q, line := at(i); return s.lineKeys(ctx, q, line) })
 }
 
 // keysOfIDs resolves the keys of line ids ids and returns them with the
 // indexes of those resolved, in order.
 func (s *Store) keysOfIDs(ctx context.Context, ids []string) ([]lineKeysOf, []int) {
-	keys := make([]lineKeysOf, len(ids))
-	ok := make([]int, 0, len(ids))
-	for i, id := range ids {
-		if keys[i].k, keys[i].err = s.keysOf(ctx, id); keys[i].err == nil {
+	return resolveKeys(len(ids), func(i int) (Keys, error) { return s.keysOf(ctx, ids[i]) })
+}
+
+// resolveKeys is keys(i) for each of n, and the indexes of those resolved.
+func resolveKeys(n int, keys func(i int) (Keys, error)) ([]lineKeysOf, []int) {
+	out := make([]lineKeysOf, n)
+	ok := make([]int, 0, n)
+	for i := range n {
+		if out[i].k, out[i].err = keys(i); out[i].err == nil {
 			ok = append(ok, i)
 		}
 	}
-	return keys, ok
+	return out, ok
+}
+
+// keysOfAll is the keys of each line id of n (id(i)), or the first error
+// that kept one from being known.
+func (s *Store) keysOfAll(ctx context.Context, n int, id func(i int) string) ([]Keys, error) {
+	keys := make([]Keys, n)
+	for i := range n {
+		k, err := s.keysOf(ctx, id(i))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", id(i), err)
+		}
+		keys[i] = k
+	}
+	return keys, nil
 }
 
 // clusterSlots is a cluster's slot map: the master of each slot range,
@@ -153,6 +166,37 @@ func (s *Store) clusterSlots(ctx context.Context) (*clusterSlots, error) {
 	if !ok {
 		return nil, nil
 	}
+	return readClusterSlots(ctx, cc)
+}
+
+// slotBook keeps the slot map the lines' report read last, for a second:
+// a console listing many queues split into lines reads it once.
+type slotBook struct {
+	mu sync.Mutex
+	m  *clusterSlots
+	at time.Time
+}
+
+// reportedSlots is the slot map for a report of where the lines are: at
+// most a second old. Choosing the tags reads it afresh (clusterSlots).
+func (s *Store) reportedSlots(ctx context.Context) (*clusterSlots, error) {
+	s.slots.mu.Lock()
+	m, at := s.slots.m, s.slots.at
+	s.slots.mu.Unlock()
+	if m != nil && time.Since(at) < time.Second {
+		return m, nil
+	}
+	m, err := s.clusterSlots(ctx)
+	if err != nil || m == nil {
+		return m, err
+	}
+	s.slots.mu.Lock()
+	s.slots.m, s.slots.at = m, time.Now()
+	s.slots.mu.Unlock()
+	return m, nil
+}
+
+func readClusterSlots(ctx context.Context, cc *redis.ClusterClient) (*clusterSlots, error) {
 	ranges, err := cc.ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("cluster slots: %w", classify(err))
@@ -249,7 +293,7 @@ func (s *Store) tagOn(ctx context.Context, cc *redis.ClusterClient, m *clusterSl
 // its keys' slot) and how many masters the lines are on; nothing on one
 // Redis.
 func (s *Store) lineNodes(ctx context.Context, q string, shards int, tags []string) ([]queue.LineNode, error) {
-	m, err := s.clusterSlots(ctx)
+	m, err := s.reportedSlots(ctx)
 	if err != nil || m == nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package pg_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
+	"github.com/waitingroom/waitingroom/services/order-service/internal/pg"
 )
 
 func TestDatabaseCutIsUnavailableThenRecovers(t *testing.T) {
@@ -93,6 +95,29 @@ func isCommit(req []byte) bool {
 	return bytes.Contains(bytes.ToLower(req), []byte("commit"))
 }
 
+// lateCommits are the two ways a COMMIT comes late: its answer held, or
+// the COMMIT itself received late.
+var lateCommits = []struct {
+	name  string
+	fault func(p *testenv.Proxy, d time.Duration)
+}{
+	{"answer held", func(p *testenv.Proxy, d time.Duration) { p.HoldNextReply(isCommit, d) }},
+	{"commit received late", func(p *testenv.Proxy, d time.Duration) { p.DelayRequests(isCommit, d, 1) }},
+}
+
+// lateCommitRig is a database reached through a proxy that can hold its
+// COMMIT (late, TxTimeout 1 s), the same database unhindered (db, the
+// failure path's) and a plain connection to check it (raw).
+func lateCommitRig(t *testing.T) (late, db *pg.DB, raw *sql.DB, proxy *testenv.Proxy) {
+	t.Helper()
+	dsn := testenv.PostgresURL(t)
+	raw = rawDB(t, dsn)
+	proxy = testenv.StartProxy(t, testenv.PostgresAddr(t, dsn))
+	o := testOptions(t)
+	o.TxTimeout = time.Second
+	return open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o), open(t, dsn, testOptions(t)), raw, proxy
+}
+
 // TestLateCommitResolvesTheAttemptOnce: an order transaction whose COMMIT
 // reaches the database but whose answer does not come back in time (held
 // past TxTimeout), or whose COMMIT itself reaches the database late, after
@@ -103,22 +128,10 @@ func isCommit(req []byte) bool {
 // for a second order).
 func TestLateCommitResolvesTheAttemptOnce(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		fault func(p *testenv.Proxy, d time.Duration)
-	}{
-		{"answer held", func(p *testenv.Proxy, d time.Duration) { p.HoldNextReply(isCommit, d) }},
-		{"commit received late", func(p *testenv.Proxy, d time.Duration) { p.DelayRequests(isCommit, d, 1) }},
-	} {
+	for _, tc := range lateCommits {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := testenv.PostgresURL(t)
-			raw := rawDB(t, dsn)
-			proxy := testenv.StartProxy(t, testenv.PostgresAddr(t, dsn))
-			o := testOptions(t)
-			o.TxTimeout = time.Second
-			late := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
-			db := open(t, dsn, testOptions(t)) // the failure path's, unhindered
+			late, db, raw, proxy := lateCommitRig(t)
 			ctx := context.Background()
 			p := mustUpsert(t, db, product("p", "q1", 10))
 
@@ -194,22 +207,10 @@ func TestAttemptRecordedFailedFirstDoesNotCommit(t *testing.T) {
 // OrderFailed stored, stock kept).
 func TestLateCommitOfABatchResolvesEveryAttemptAlike(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		fault func(p *testenv.Proxy, d time.Duration)
-	}{
-		{"answer held", func(p *testenv.Proxy, d time.Duration) { p.HoldNextReply(isCommit, d) }},
-		{"commit received late", func(p *testenv.Proxy, d time.Duration) { p.DelayRequests(isCommit, d, 1) }},
-	} {
+	for _, tc := range lateCommits {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dsn := testenv.PostgresURL(t)
-			raw := rawDB(t, dsn)
-			proxy := testenv.StartProxy(t, testenv.PostgresAddr(t, dsn))
-			o := testOptions(t)
-			o.TxTimeout = time.Second
-			late := open(t, testenv.PostgresURLVia(t, dsn, proxy.Addr()), o)
-			db := open(t, dsn, testOptions(t))
+			late, db, raw, proxy := lateCommitRig(t)
 			ctx := context.Background()
 			p := mustUpsert(t, db, product("p", "q1", 10))
 

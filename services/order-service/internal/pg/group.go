@@ -12,7 +12,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/waitingroom/waitingroom/pkg/telemetry"
 	"github.com/waitingroom/waitingroom/services/order-service/internal/order"
 )
 
@@ -250,7 +249,11 @@ func placeBatch(tx *gorm.DB, batch []*placing, outcomes []error, stored []order.
 	if err := insertOrders(tx, orders); err != nil {
 		return err
 	}
-	if err := insertEvents(tx, events, batch, took); err != nil {
+	traces := make([]context.Context, len(took))
+	for n, i := range took {
+		traces[n] = batch[i].ctx
+	}
+	if err := insertEvents(tx, events, traces); err != nil {
 		return err
 	}
 	return keepAnswers(tx, batch, took, stored)
@@ -270,12 +273,18 @@ func lockCounts(tx *gorm.DB, batch []*placing) (map[string]int64, error) {
 	for i, p := range batch {
 		users[i] = p.row.UserID
 	}
-	rows, err := tx.Raw(`SELECT user_id, orders FROM user_order_counts WHERE queue_id = ? AND user_id IN ?
-		ORDER BY user_id FOR UPDATE`, batch[0].row.QueueID, users).Rows()
+	return userCounts(tx.Raw(`SELECT user_id, orders FROM user_order_counts WHERE queue_id = ? AND user_id IN ?
+		ORDER BY user_id FOR UPDATE`, batch[0].row.QueueID, users))
+}
+
+// userCounts reads the (user_id, orders) rows a statement returns.
+func userCounts(stmt *gorm.DB) (map[string]int64, error) {
+	rows, err := stmt.Rows()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	counts := map[string]int64{}
 	for rows.Next() {
 		var (
 			u string
@@ -289,6 +298,11 @@ func lockCounts(tx *gorm.DB, batch []*placing) (map[string]int64, error) {
 	return counts, rows.Err()
 }
 
+// valueRows is n rows of a multi-row VALUES list, each row.
+func valueRows(n int, row string) string {
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
 // addCounts adds each order that took stock to its person's count. A count
 // that is not the one read plus one was added to by another transaction
 // between the read and now (its row did not exist yet): the batch runs
@@ -296,105 +310,52 @@ func lockCounts(tx *gorm.DB, batch []*placing) (map[string]int64, error) {
 func addCounts(tx *gorm.DB, batch []*placing, took []int, counts map[string]int64) error {
 	byUser := slices.Clone(took)
 	slices.SortFunc(byUser, func(a, b int) int { return strings.Compare(batch[a].row.UserID, batch[b].row.UserID) })
-	var (
-		values strings.Builder
-		args   = make([]any, 0, 2*len(byUser)+1)
-	)
-	for n, i := range byUser {
-		if n > 0 {
-			values.WriteString(", ")
-		}
-		values.WriteString("(?, ?, 1)")
+	args := make([]any, 0, 2*len(byUser))
+	for _, i := range byUser {
 		args = append(args, batch[i].row.QueueID, batch[i].row.UserID)
 	}
-	rows, err := tx.Raw(`INSERT INTO user_order_counts AS c (queue_id, user_id, orders) VALUES `+values.String()+`
+	added, err := userCounts(tx.Raw(`INSERT INTO user_order_counts AS c (queue_id, user_id, orders) VALUES `+
+		valueRows(len(byUser), "(?, ?, 1)")+`
 		ON CONFLICT (queue_id, user_id) DO UPDATE SET orders = c.orders + 1
-		RETURNING user_id, orders`, args...).Rows()
+		RETURNING user_id, orders`, args...))
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	limited := make(map[string]bool, len(took))
 	for _, i := range took {
-		limited[batch[i].row.UserID] = batch[i].max > 0
-	}
-	for rows.Next() {
-		var (
-			u string
-			n int64
-		)
-		if err := rows.Scan(&u, &n); err != nil {
-			return err
-		}
-		if limited[u] && n != counts[u]+1 {
+		p := batch[i]
+		if p.max > 0 && added[p.row.UserID] != counts[p.row.UserID]+1 {
 			return errOneByOne
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // insertOrders inserts the orders with one statement.
 func insertOrders(tx *gorm.DB, orders []orderRow) error {
-	var (
-		values strings.Builder
-		args   = make([]any, 0, 10*len(orders))
-	)
-	for n, o := range orders {
-		if n > 0 {
-			values.WriteString(", ")
-		}
-		values.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	args := make([]any, 0, 10*len(orders))
+	for _, o := range orders {
 		args = append(args, o.ID, o.UserID, o.QueueID, o.ProductID, o.Quantity, o.EntryTokenID,
 			o.IdempotencyKey, o.Status, o.Bypassed, o.CreatedAt)
 	}
 	// A used entry token or key fails the statement: which order's it is,
 	// the orders on their own find out.
 	return tx.Exec(`INSERT INTO orders (id, user_id, queue_id, product_id, quantity, entry_token_id,
-		idempotency_key, status, bypassed, created_at) VALUES `+values.String(), args...).Error
-}
-
-// insertEvents inserts the orders' events with one statement, each with
-// the trace context of its own request.
-func insertEvents(tx *gorm.DB, events []order.OutboxEvent, batch []*placing, took []int) error {
-	var (
-		values strings.Builder
-		args   = make([]any, 0, 9*len(events))
-	)
-	for n, e := range events {
-		if n > 0 {
-			values.WriteString(", ")
-		}
-		values.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-		tp, ts := telemetry.Context(batch[took[n]].ctx)
-		args = append(args, e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload),
-			e.OccurredAt.UTC(), tp, ts, e.QueueID)
-	}
-	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at,
-		traceparent, tracestate, queue_id) VALUES `+values.String(), args...).Error
+		idempotency_key, status, bypassed, created_at) VALUES `+valueRows(len(orders), "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"), args...).Error
 }
 
 // keepAnswers stores the answers of the orders with an Idempotency-Key
 // that took stock, with one statement.
 func keepAnswers(tx *gorm.DB, batch []*placing, took []int, stored []order.Order) error {
-	var (
-		values strings.Builder
-		args   []any
-	)
+	var args []any
 	for _, i := range took {
-		p := batch[i]
-		if p.key == "" {
-			continue
+		if p := batch[i]; p.key != "" {
+			a := p.answer(stored[i])
+			args = append(args, p.row.UserID, p.key, a.Status, payload(a.Body))
 		}
-		if len(args) > 0 {
-			values.WriteString(", ")
-		}
-		values.WriteString("(?, ?, ?, ?, now())")
-		a := p.answer(stored[i])
-		args = append(args, p.row.UserID, p.key, a.Status, payload(a.Body))
 	}
 	if len(args) == 0 {
 		return nil
 	}
-	return tx.Exec(`INSERT INTO idempotency (user_id, key, status, body, created_at) VALUES `+values.String()+`
+	return tx.Exec(`INSERT INTO idempotency (user_id, key, status, body, created_at) VALUES `+valueRows(len(args)/4, "(?, ?, ?, ?, now())")+`
 		ON CONFLICT (user_id, key) DO UPDATE SET status = excluded.status, body = excluded.body`, args...).Error
 }

@@ -13,10 +13,20 @@ import (
 // insertEvent writes e in the transaction, with the trace context of the
 // transaction's ctx (the request's).
 func insertEvent(tx *gorm.DB, e order.OutboxEvent) error {
-	tp, ts := telemetry.Context(tx.Statement.Context)
-	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at, traceparent, tracestate, queue_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload), e.OccurredAt.UTC(), tp, ts, e.QueueID).Error
+	return insertEvents(tx, []order.OutboxEvent{e}, []context.Context{tx.Statement.Context})
+}
+
+// insertEvents writes events with one statement, events[i] with the trace
+// context of traces[i] (its own request's).
+func insertEvents(tx *gorm.DB, events []order.OutboxEvent, traces []context.Context) error {
+	args := make([]any, 0, 9*len(events))
+	for i, e := range events {
+		tp, ts := telemetry.Context(traces[i])
+		args = append(args, e.EventID, attempt(e.Attempt), e.RoutingKey, e.Type, payload(e.Payload),
+			e.OccurredAt.UTC(), tp, ts, e.QueueID)
+	}
+	return tx.Exec(`INSERT INTO outbox (event_id, attempt, routing_key, type, payload, occurred_at,
+		traceparent, tracestate, queue_id) VALUES `+valueRows(len(events), "(?, ?, ?, ?, ?, ?, ?, ?, ?)"), args...).Error
 }
 
 // attempt is the outbox's attempt column: NULL for an event that resolves
