@@ -241,6 +241,9 @@ func (t *ticks) applied(ctx context.Context, ls *leadership, start time.Time, r 
 	ls.tick.applied, ls.tick.rate = start, r.Rate
 	ls.tick.mode, ls.tick.minRate, ls.tick.maxRate, ls.tick.target = r.Mode, r.MinRate, r.MaxRate, r.TargetLatency
 	t.m.Rate(ls.q, r.Rate)
+	// What this tick admitted is recorded before the hold it may have
+	// reached: a reader that sees the hold sees the admissions that led to it.
+	t.m.Admitted(ls.q, r.Issued, r.Expired)
 	if ls.tick.failures > 0 {
 		ls.log.Info("issue works again", "failed_ticks", ls.tick.failures)
 		ls.tick.failures = 0
@@ -262,6 +265,5 @@ func (t *ticks) applied(ctx context.Context, ls *leadership, start time.Time, r 
 	if r.Held == queue.HeldDraw {
 		t.startDraw(ctx, ls)
 	}
-	t.m.Admitted(ls.q, r.Issued, r.Expired)
 	return r.Issued+r.Expired > 0
 }
