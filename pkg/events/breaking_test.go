@@ -242,6 +242,7 @@ func TestBreaks(t *testing.T) {
 			want: []string{
 				`waitingroom/v1/events.proto: package changed from waitingroom.v1 to waitingroom.v2`,
 				`message waitingroom.v1.TokenIssued removed`,
+				`message waitingroom.v1.TokensIssued removed`,
 				`message waitingroom.v1.TokenRestored removed`,
 				`message waitingroom.v1.TokenExpired removed`,
 				`message waitingroom.v1.OrderCreated removed`,

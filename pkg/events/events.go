@@ -24,6 +24,7 @@ const ExchangeName = "waitingroom.events"
 // patterns such as "token.*".
 const (
 	RoutingKeyTokenIssued   = "token.issued"
+	RoutingKeyTokensIssued  = "tokens.issued"
 	RoutingKeyTokenRestored = "token.restored"
 	RoutingKeyTokenExpired  = "token.expired"
 	RoutingKeyOrderCreated  = "order.created"
@@ -58,6 +59,7 @@ var registry = func() map[protoreflect.FullName]event {
 		key string
 	}{
 		{&waitingroomv1.TokenIssued{}, RoutingKeyTokenIssued},
+		{&waitingroomv1.TokensIssued{}, RoutingKeyTokensIssued},
 		{&waitingroomv1.TokenRestored{}, RoutingKeyTokenRestored},
 		{&waitingroomv1.TokenExpired{}, RoutingKeyTokenExpired},
 		{&waitingroomv1.OrderCreated{}, RoutingKeyOrderCreated},

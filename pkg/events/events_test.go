@@ -17,6 +17,7 @@ func TestConstants(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{events.ExchangeName, "waitingroom.events"},
 		{events.RoutingKeyTokenIssued, "token.issued"},
+		{events.RoutingKeyTokensIssued, "tokens.issued"},
 		{events.RoutingKeyTokenRestored, "token.restored"},
 		{events.RoutingKeyTokenExpired, "token.expired"},
 		{events.RoutingKeyOrderCreated, "order.created"},
@@ -39,6 +40,7 @@ func TestTypeNameAndRoutingKey(t *testing.T) {
 		key      string
 	}{
 		{&v1.TokenIssued{}, "waitingroom.v1.TokenIssued", "token.issued"},
+		{&v1.TokensIssued{}, "waitingroom.v1.TokensIssued", "tokens.issued"},
 		{&v1.TokenRestored{}, "waitingroom.v1.TokenRestored", "token.restored"},
 		{&v1.TokenExpired{}, "waitingroom.v1.TokenExpired", "token.expired"},
 		{&v1.OrderCreated{}, "waitingroom.v1.OrderCreated", "order.created"},
@@ -91,6 +93,13 @@ func TestDecodeRoundTrip(t *testing.T) {
 		&v1.TokenIssued{
 			EventId: "t1.issued", OccurredAt: at, QueueId: "sale", UserId: "u1",
 			TokenId: "t1", ActivateAt: at, ExpiresAt: later, Sequence: 42,
+		},
+		&v1.TokensIssued{
+			EventId: "t1.issued.batch", OccurredAt: at, QueueId: "sale",
+			Tokens: []*v1.TokenIssued{
+				{EventId: "t1.issued", OccurredAt: at, QueueId: "sale", UserId: "u1", TokenId: "t1", ActivateAt: at, ExpiresAt: later, Sequence: 42},
+				{EventId: "t2.issued", OccurredAt: at, QueueId: "sale", UserId: "u2", TokenId: "t2", ActivateAt: at, ExpiresAt: later, Sequence: 45},
+			},
 		},
 		&v1.TokenRestored{
 			EventId: "t1.restored.o1", OccurredAt: at, QueueId: "sale", UserId: "u1",
@@ -198,8 +207,8 @@ func TestDecodeErrors(t *testing.T) {
 // without a routing key in events.go.
 func TestEveryMessageIsRegistered(t *testing.T) {
 	msgs := v1.File_waitingroom_v1_events_proto.Messages()
-	if msgs.Len() != 11 {
-		t.Errorf("events.proto has %d messages, want 11: update this test and docs/EVENTS.md", msgs.Len())
+	if msgs.Len() != 12 {
+		t.Errorf("events.proto has %d messages, want 12: update this test and docs/EVENTS.md", msgs.Len())
 	}
 	keys := make(map[string]string)
 	for i := range msgs.Len() {
@@ -219,7 +228,7 @@ func TestEveryMessageIsRegistered(t *testing.T) {
 		}
 		keys[key] = name
 	}
-	if len(keys) != 11 {
-		t.Errorf("%d distinct routing keys, want 11", len(keys))
+	if len(keys) != 12 {
+		t.Errorf("%d distinct routing keys, want 12", len(keys))
 	}
 }

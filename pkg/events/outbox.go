@@ -1,6 +1,7 @@
 package events
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,10 +17,7 @@ import (
 func FromOutbox(e queue.Event) (proto.Message, string, error) {
 	switch e.Type {
 	case queue.EventTokenIssued:
-		return &waitingroomv1.TokenIssued{
-			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
-			TokenId: e.TokenID, ActivateAt: ts(e.ActivateAt), ExpiresAt: ts(e.ExpiresAt), Sequence: unsigned(e.Seq),
-		}, RoutingKeyTokenIssued, nil
+		return tokenIssued(e), RoutingKeyTokenIssued, nil
 	case queue.EventTokenRestored:
 		return &waitingroomv1.TokenRestored{
 			EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
@@ -75,6 +73,31 @@ func FromOutbox(e queue.Event) (proto.Message, string, error) {
 		}, RoutingKeyQueueMinute, nil
 	}
 	return nil, "", fmt.Errorf("%w: outbox entry of type %q", ErrUnknownType, e.Type)
+}
+
+func tokenIssued(e queue.Event) *waitingroomv1.TokenIssued {
+	return &waitingroomv1.TokenIssued{
+		EventId: e.ID, OccurredAt: ts(e.OccurredAt), QueueId: e.QueueID, UserId: e.UserID,
+		TokenId: e.TokenID, ActivateAt: ts(e.ActivateAt), ExpiresAt: ts(e.ExpiresAt), Sequence: unsigned(e.Seq),
+	}
+}
+
+// TokensIssuedFromOutbox packs the TokenIssued entries evs, all of one
+// queue and in the order they were admitted, into one TokensIssued and its
+// routing key. Its event id is the first token's with ".batch" appended.
+func TokensIssuedFromOutbox(evs []queue.Event) (*waitingroomv1.TokensIssued, string, error) {
+	if len(evs) == 0 {
+		return nil, "", errors.New("events: a TokensIssued of no token")
+	}
+	m := &waitingroomv1.TokensIssued{EventId: evs[0].ID + ".batch", OccurredAt: ts(evs[0].OccurredAt), QueueId: evs[0].QueueID,
+		Tokens: make([]*waitingroomv1.TokenIssued, len(evs))}
+	for i, e := range evs {
+		if e.Type != queue.EventTokenIssued || e.QueueID != evs[0].QueueID {
+			return nil, "", fmt.Errorf("%w: a %s of queue %q in a TokensIssued of queue %q", ErrUnknownType, e.Type, e.QueueID, evs[0].QueueID)
+		}
+		m.Tokens[i] = tokenIssued(e)
+	}
+	return m, RoutingKeyTokensIssued, nil
 }
 
 // reason is the outbox's reason name as the contract's enum E (values is

@@ -45,14 +45,36 @@ func fill(t *testing.T, s *redisstore.Store, q string, n int) {
 	}
 }
 
-// outbox reads every event of q's outbox without consuming it.
+// outbox reads every event of q's outbox without consuming it, a
+// TokensIssued entry as the TokenIssued of each of its people (read back
+// by the store's own decoder, under the entry's id, in the fields a
+// TokenIssued entry of one person had).
 func outbox(t *testing.T, rdb redis.UniversalClient, q string) []redis.XMessage {
 	t.Helper()
 	msgs, err := rdb.XRange(context.Background(), redisstore.KeysFor(q).Outbox(), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return msgs
+	var out []redis.XMessage
+	for _, m := range msgs {
+		if m.Values["type"] != "TokensIssued" {
+			out = append(out, m)
+			continue
+		}
+		for _, e := range redisstore.DecodeOutbox(q, []redis.XMessage{m}) {
+			v := map[string]any{"type": e.Type, "eid": e.ID, "q": e.QueueID, "user": e.UserID, "tid": e.TokenID,
+				"seq": fmt.Sprint(e.Seq), "act": fmt.Sprint(e.ActivateAt.UnixMilli()), "exp": fmt.Sprint(e.ExpiresAt.UnixMilli()),
+				"at": fmt.Sprint(e.OccurredAt.UnixMilli())}
+			if e.TraceParent != "" {
+				v["tp"] = e.TraceParent
+			}
+			if e.TraceState != "" {
+				v["ts"] = e.TraceState
+			}
+			out = append(out, redis.XMessage{ID: e.StreamID, Values: v})
+		}
+	}
+	return out
 }
 
 func TestLeaseIsExclusiveAndFenced(t *testing.T) {

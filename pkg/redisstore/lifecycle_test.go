@@ -533,8 +533,8 @@ func TestLifecycleOutboxBoundHoldsAdmission(t *testing.T) {
 	fill(t, s, q, 20)
 	epoch := lead(t, s, q, "a")
 	lcAdmit(t, s, q, epoch, bound, bound)
-	if n := rdb.XLen(ctx, k.Outbox()).Val(); n != bound {
-		t.Fatalf("XLEN = %d, want %d", n, bound)
+	if n, err := s.OutboxLen(ctx, q); n != bound || err != nil {
+		t.Fatalf("outbox length = %d (%v), want %d", n, err, bound)
 	}
 	snapshot := func() string {
 		ids := []string{}
@@ -574,8 +574,8 @@ func TestLifecycleOutboxBoundHoldsAdmission(t *testing.T) {
 		return admitted > 0
 	})
 	// The free room is the bound: never more events than it.
-	if n := rdb.XLen(ctx, k.Outbox()).Val(); admitted > bound || n != int64(admitted) {
-		t.Fatalf("admitted %d, XLEN %d; want at most %d, equal", admitted, n, bound)
+	if n, err := s.OutboxLen(ctx, q); admitted > bound || n != int64(admitted) || err != nil {
+		t.Fatalf("admitted %d, outbox length %d (%v); want at most %d, equal", admitted, n, err, bound)
 	}
 	if _, st, err := s.Config(ctx, q); err != nil || st.Held != "" {
 		t.Fatalf("stats after resuming: %+v %v, want Held empty", st, err)

@@ -121,21 +121,43 @@ func (s *Store) AckOutboxes(ctx context.Context, batches []queue.OutboxBatch) er
 		return fmt.Errorf("ack outbox %w", err)
 	}
 	cmds, err := s.evalAll(ctx, ackScript, len(acks),
-		func(i int) []string { return []string{keys[i].Outbox()} },
-		func(i int) []any {
-			args := make([]any, 0, 1+len(acks[i].Events))
-			args = append(args, OutboxGroup)
-			for _, e := range acks[i].Events {
-				args = append(args, e.StreamID)
-			}
-			return args
-		})
+		func(i int) []string { return []string{keys[i].Outbox(), keys[i].Dispatch()} },
+		func(i int) []any { return ackArgs(acks[i].Events) })
 	for _, c := range cmds {
 		if cerr := c.Err(); cerr != nil {
 			return classifyf("ack outbox", cerr)
 		}
 	}
 	return classifyf("ack outbox", err)
+}
+
+// ackArgs are outbox_ack.lua's arguments for events: the group, the
+// TokensIssued entries read back as several events (their stream id and
+// people beyond the first), then every other entry's stream id.
+func ackArgs(events []queue.Event) []any {
+	var ids []string
+	people := map[string]int{}
+	for _, e := range events {
+		if people[e.StreamID] == 0 {
+			ids = append(ids, e.StreamID)
+		}
+		people[e.StreamID]++
+	}
+	args := []any{OutboxGroup, 0}
+	k := 0
+	for _, id := range ids {
+		if n := people[id]; n > 1 {
+			args = append(args, id, n-1)
+			k++
+		}
+	}
+	args[1] = k
+	for _, id := range ids {
+		if people[id] == 1 {
+			args = append(args, id)
+		}
+	}
+	return args
 }
 
 // AckOutbox acknowledges and deletes events of one queue (see AckOutboxes).
@@ -150,25 +172,35 @@ func (s *Store) OutboxLen(ctx context.Context, q string) (int64, error) {
 }
 
 // OutboxLens is the number of unconfirmed events of every queue in qs, in
-// one pipelined round.
+// one pipelined round: a TokensIssued entry counts as its people, as the
+// outbox bound counts them (outbox_people, lua/prelude.lua).
 func (s *Store) OutboxLens(ctx context.Context, qs []string) (map[string]int64, error) {
 	keys, err := s.keysOfAll(ctx, len(qs), func(i int) string { return qs[i] })
 	if err != nil {
 		return nil, fmt.Errorf("outbox lengths: %w", err)
 	}
-	cmds := make([]*redis.IntCmd, len(qs))
+	lens := make([]*redis.IntCmd, len(qs))
+	extras := make([]*redis.StringCmd, len(qs))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range qs {
-			cmds[i] = p.XLen(ctx, keys[i].Outbox())
+			lens[i] = p.XLen(ctx, keys[i].Outbox())
+			extras[i] = p.HGet(ctx, keys[i].Dispatch(), "outboxExtra")
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, classifyf("outbox lengths", err)
 	}
 	out := make(map[string]int64, len(qs))
 	for i, q := range qs {
-		out[q] = cmds[i].Val()
+		if err := lens[i].Err(); err != nil {
+			return nil, classifyf("outbox lengths", err)
+		}
+		n := lens[i].Val()
+		if extra, _ := extras[i].Int64(); n > 0 && extra > 0 {
+			n += extra
+		}
+		out[q] = n
 	}
 	return out, nil
 }
@@ -215,6 +247,10 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 		if qid == "" {
 			qid = q
 		}
+		if v("type") == tokensIssued {
+			out = append(out, tokensFrom(m.ID, qid, v, ms)...)
+			continue
+		}
 		out = append(out, queue.Event{
 			StreamID: m.ID, Type: v("type"), ID: v("eid"), QueueID: qid, UserID: v("user"),
 			TokenID: v("tid"), OrderID: v("oid"), Reason: v("reason"), Seq: num("seq"),
@@ -228,6 +264,33 @@ func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
 		})
 		if e := &out[len(out)-1]; e.Type == queue.EventQueueMinute {
 			e.LineID, e.Minute, e.Counts = v("line"), ms("min"), minuteCounts(v, num)
+		}
+	}
+	return out
+}
+
+// tokensIssued is the outbox entry of a tick's admitted (issue.lua): the
+// store reads it back as a TokenIssued each.
+const tokensIssued = "TokensIssued"
+
+// tokensFrom reads a TokensIssued entry (stream id id; v and ms read its
+// fields) as its people's TokenIssued events, in admission order, all with
+// the entry's stream id. Its lists are space-separated and of one length;
+// an entry whose lists differ (no script of ours writes one) yields the
+// people all lists name.
+func tokensFrom(id, q string, v func(string) string, ms func(string) time.Time) []queue.Event {
+	users, tids, seqs, acts := strings.Fields(v("users")), strings.Fields(v("tids")), strings.Fields(v("seqs")), strings.Fields(v("acts"))
+	ttl, _ := strconv.ParseInt(v("ttl"), 10, 64)
+	at := ms("at")
+	n := min(len(users), len(tids), len(seqs), len(acts))
+	out := make([]queue.Event, n)
+	for i := range n {
+		seq, _ := strconv.ParseInt(seqs[i], 10, 64)
+		act, _ := strconv.ParseInt(acts[i], 10, 64)
+		out[i] = queue.Event{
+			StreamID: id, Type: queue.EventTokenIssued, ID: tids[i] + ".issued", QueueID: q, UserID: users[i], TokenID: tids[i],
+			Seq: seq, ActivateAt: time.UnixMilli(act).UTC(), ExpiresAt: time.UnixMilli(act + ttl).UTC(), OccurredAt: at,
+			TraceParent: v("tp"), TraceState: v("ts"),
 		}
 	}
 	return out

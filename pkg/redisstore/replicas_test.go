@@ -254,7 +254,7 @@ func TestOutboxEventsAreConfirmedOnTheReplicaBeforePublishing(t *testing.T) {
 	if err := r.s2.OutboxReplicated(ctx, read()); err != nil {
 		t.Fatalf("outbox once caught up: %v", err)
 	}
-	if n := r.replica.XLen(ctx, redisstore.KeysFor(q).Outbox()).Val(); n != 3 {
+	if n := len(outbox(t, r.replica, q)); n != 3 {
 		t.Fatalf("%d events on the replica, want 3", n)
 	}
 

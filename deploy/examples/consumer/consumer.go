@@ -24,16 +24,18 @@ type Config struct {
 	URL      string   // AMQP URL, with credentials: never logged
 	Exchange string   // the waiting room's topic exchange, waitingroom.events
 	Queue    string   // your durable queue, named after your service
-	Bindings []string // routing keys or patterns, e.g. order.* or token.issued
+	Bindings []string // routing keys or patterns, e.g. order.* or token.issued,tokens.issued
 	Prefetch int      // deliveries the broker sends ahead of the acks
 	Backoff  time.Duration
 }
 
-// Event is one decoded delivery, as a Handler gets it.
+// Event is one decoded delivery, as a Handler gets it; a TokensIssued (the
+// batch form of token.issued) is one Event per token, each a TokenIssued.
 type Event struct {
-	ID         string        // the event id: message_id, equal to the body's event_id
-	Type       string        // the AMQP type property, e.g. waitingroom.v1.OrderCreated
-	RoutingKey string        // e.g. order.created
+	ID         string        // the event id: message_id, equal to the body's event_id; a token's own event_id
+	Type       string        // the AMQP type property, e.g. waitingroom.v1.OrderCreated; a token's waitingroom.v1.TokenIssued
+	RoutingKey string        // e.g. order.created; tokens.issued for a token of a TokensIssued
+	Batch      string        // for a token of a TokensIssued, that message's id; "" otherwise
 	Message    proto.Message // the generated type, e.g. *waitingroomv1.OrderCreated
 	// TraceParent is the W3C traceparent header: the producer's span. With
 	// OpenTelemetry, start your span as its child (propagation.TraceContext
@@ -45,7 +47,9 @@ type Event struct {
 // (see Store); an error leaves the event unremembered and requeues it.
 type Handler func(ctx context.Context, e Event) error
 
-// Stats counts what happened to the deliveries.
+// Stats counts what happened to the deliveries. Handled and Duplicates
+// count events, each token of an acked TokensIssued as one; the others
+// count deliveries.
 type Stats struct {
 	Handled     atomic.Int64 // handled and acked
 	Duplicates  atomic.Int64 // acked without handling: the id was handled before

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,14 +20,15 @@ import (
 // calls records the handler's calls by event id; fail makes the first call
 // for an id fail.
 type calls struct {
-	mu    sync.Mutex
-	n     map[string]int
-	types map[string]string
-	fail  map[string]bool
+	mu      sync.Mutex
+	n       map[string]int
+	types   map[string]string
+	batches map[string]string // event id -> Event.Batch
+	fail    map[string]bool
 }
 
 func newCalls(failFirst ...string) *calls {
-	c := &calls{n: map[string]int{}, types: map[string]string{}, fail: map[string]bool{}}
+	c := &calls{n: map[string]int{}, types: map[string]string{}, batches: map[string]string{}, fail: map[string]bool{}}
 	for _, id := range failFirst {
 		c.fail[id] = true
 	}
@@ -38,6 +40,7 @@ func (c *calls) handle(_ context.Context, e Event) error {
 	defer c.mu.Unlock()
 	c.n[e.ID]++
 	c.types[e.ID] = e.Type
+	c.batches[e.ID] = e.Batch
 	if e.TraceParent != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
 		return errors.New("no traceparent") // every test event carries one
 	}
@@ -141,6 +144,99 @@ func TestConsumerHandlesEachEventOnce(t *testing.T) {
 	}
 	if m, _, _ := br.inspect(t, br.queue+".dead"); m != 0 {
 		t.Errorf("dead-letter queue: %d more messages, want none", m)
+	}
+}
+
+// TestConsumerHandlesTokensIssued publishes admissions in both forms the
+// admission-dispatcher has (TOKEN_EVENTS each and batch): a TokenIssued
+// for t1; a TokensIssued of t1, t2, t3 whose t3 fails at first; the same
+// tokens grouped differently, t2, t3, t4, as a relay that failed over
+// republishes them; a TokensIssued with a token without an event id; and
+// one without tokens. Every token is handled once, as a TokenIssued, by its
+// own event id (t3 twice: its first handling failed), whichever message
+// carried it; the batch with no id ends in the dead-letter queue.
+func TestConsumerHandlesTokensIssued(t *testing.T) {
+	br := newBroker(t)
+	rec := newCalls("t3.issued")
+	c := newTestConsumer(t, br, rec.handle, "token.issued", "tokens.issued")
+	stop := start(t, c)
+	br.waitConsumers(t, br.queue, 1)
+
+	token := func(n int) *v1.TokenIssued {
+		id := "t" + strconv.Itoa(n)
+		return &v1.TokenIssued{EventId: id + ".issued", OccurredAt: ts(), QueueId: "sale", UserId: "u" + strconv.Itoa(n), TokenId: id,
+			ActivateAt: ts(), ExpiresAt: ts(), Sequence: uint64(10 + n)}
+	}
+	batch := func(tokens ...*v1.TokenIssued) *v1.TokensIssued {
+		m := &v1.TokensIssued{OccurredAt: ts(), QueueId: "sale", Tokens: tokens}
+		if len(tokens) > 0 {
+			m.EventId = tokens[0].GetEventId() + ".batch"
+		}
+		return m
+	}
+	noID := token(6)
+	noID.EventId = ""
+	empty := batch()
+	empty.EventId = "empty.batch"
+
+	br.publish(t, "token.issued", event(t, token(1)))
+	br.publish(t, "tokens.issued", event(t, batch(token(1), token(2), token(3))))
+	br.publish(t, "tokens.issued", event(t, batch(token(2), token(3), token(4))))
+	br.publish(t, "tokens.issued", event(t, batch(token(5), noID)))
+	br.publish(t, "tokens.issued", event(t, empty))
+
+	s := &c.Stats
+	// 5 deliveries and a redelivery: t1 handled; t1..t3 retried, then 1
+	// handled and 2 duplicates; t2..t4 1 handled and 2 duplicates (or, if
+	// it came before the redelivery, 2 and 1, and the redelivery 0 and 3);
+	// one rejected, one ignored.
+	waitFor(t, "every delivery settled", func() bool {
+		return s.Handled.Load()+s.Duplicates.Load() >= 7 && s.Rejected.Load() == 1 && s.Ignored.Load() == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, n := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"handled", s.Handled.Load(), 3},
+		{"duplicates", s.Duplicates.Load(), 4},
+		{"ignored", s.Ignored.Load(), 1},
+		{"rejected", s.Rejected.Load(), 1},
+		{"retried", s.Retried.Load(), 1},
+		{"redelivered", s.Redelivered.Load(), 1},
+	} {
+		if n.got != n.want {
+			t.Errorf("%s: %d, want %d", n.name, n.got, n.want)
+		}
+	}
+	// Nothing of the batch without an id was handled, not even its t5.
+	if got, want := rec.snapshot(), map[string]int{"t1.issued": 1, "t2.issued": 1, "t3.issued": 2, "t4.issued": 1}; !maps.Equal(got, want) {
+		t.Errorf("handler calls %v, want %v", got, want)
+	}
+	for id, typ := range rec.types {
+		if typ != "waitingroom.v1.TokenIssued" {
+			t.Errorf("%s handled as %q, want waitingroom.v1.TokenIssued", id, typ)
+		}
+	}
+	// t1 came alone first; t4 only in the second grouping; t2 and t3 were
+	// handled from whichever batch reached them first.
+	if b := rec.batches; b["t1.issued"] != "" || b["t4.issued"] != "t2.issued.batch" ||
+		(b["t2.issued"] != "t1.issued.batch" && b["t2.issued"] != "t2.issued.batch") || (b["t3.issued"] != "t1.issued.batch" && b["t3.issued"] != "t2.issued.batch") {
+		t.Errorf("handled from batches %v", b)
+	}
+	if m, cons, ok := br.inspect(t, br.queue); !ok || m != 0 || cons != 0 {
+		t.Errorf("queue after the stop: %d messages, %d consumers (exists %v), want empty and unconsumed", m, cons, ok)
+	}
+	waitFor(t, "the batch with no id in the dead-letter queue", func() bool { m, _, _ := br.inspect(t, br.queue+".dead"); return m == 1 })
+	ch, err := br.conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := ch.Get(br.queue+".dead", true)
+	if err != nil || !ok || d.MessageId != "t5.issued.batch" {
+		t.Errorf("dead-letter queue holds %q (got %v, %v), want t5.issued.batch", d.MessageId, ok, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/waitingroom/waitingroom/pkg/events"
+	v1 "github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 )
 
 // deliver decodes one delivery, handles it once per event id and settles
@@ -33,6 +34,10 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
 	case err != nil:
 		log.Error("undecodable delivery: dead-lettering it", "err", err)
 		c.settle(log, d.Reject(false), &c.Stats.Rejected)
+		return
+	}
+	if m, ok := msg.(*v1.TokensIssued); ok {
+		c.deliverTokens(ctx, log, d, m)
 		return
 	}
 	e := Event{ID: d.MessageId, Type: d.Type, RoutingKey: d.RoutingKey, Message: msg, TraceParent: header(d, "traceparent")}
@@ -59,6 +64,60 @@ func (c *Consumer) deliver(ctx context.Context, d amqp.Delivery) {
 		log.Info("duplicate: handled before, acking")
 		c.settle(log, d.Ack(false), &c.Stats.Duplicates)
 	}
+}
+
+// deliverTokens handles a TokensIssued (the admission-dispatcher's
+// TOKEN_EVENTS=batch: a queue's admissions in one message) as the
+// TokenIssued events it holds, in their order, each once by its own event
+// id: the handler sees the same events as without batch. The message's own
+// id is no use for that: a batch published again (a relay that failed
+// over) may group the tokens differently. The delivery is acked once every
+// token is handled or a duplicate. When one fails, the ones before it stay
+// handled (remembered), the rest are not tried, and the delivery is
+// requeued: its redelivery skips what was handled.
+func (c *Consumer) deliverTokens(ctx context.Context, log *slog.Logger, d amqp.Delivery, m *v1.TokensIssued) {
+	tokens := m.GetTokens()
+	if len(tokens) == 0 { // the dispatcher never sends one: nothing to do
+		log.Warn("a TokensIssued without tokens, acking")
+		c.settle(log, d.Ack(false), &c.Stats.Ignored)
+		return
+	}
+	for _, t := range tokens {
+		if t.GetEventId() == "" {
+			log.Error("a token without an event id: cannot be handled idempotently, dead-lettering the batch")
+			c.settle(log, d.Reject(false), &c.Stats.Rejected)
+			return
+		}
+	}
+	batch := d.MessageId
+	if batch == "" {
+		batch = m.GetEventId()
+	}
+	var handled, duplicates int64
+	for _, t := range tokens {
+		e := Event{ID: t.GetEventId(), Type: events.TypeName(t), RoutingKey: d.RoutingKey, Batch: batch, Message: t,
+			TraceParent: header(d, "traceparent")}
+		ran, err := c.store.Once(context.WithoutCancel(ctx), e.ID, func(ctx context.Context) error { return c.handle(ctx, e) })
+		switch {
+		case err != nil:
+			log.Warn("handling a token failed, requeueing the batch", "token_event_id", e.ID, "err", err)
+			c.settle(log, d.Nack(false, true), &c.Stats.Retried)
+			return
+		case ran:
+			handled++
+		default:
+			duplicates++
+		}
+	}
+	if duplicates > 0 {
+		log.Info("tokens handled before, skipped", "duplicates", duplicates, "tokens", len(tokens))
+	}
+	if err := d.Ack(false); err != nil {
+		log.Warn("settle the delivery", "err", err)
+		return
+	}
+	c.Stats.Handled.Add(handled)
+	c.Stats.Duplicates.Add(duplicates)
 }
 
 // settle counts a settled delivery. An ack or reject that fails (the

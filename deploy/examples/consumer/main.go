@@ -4,7 +4,13 @@
 // durable queue, binds it to the waitingroom.events topic exchange, and
 // handles each event once by its id, acking after the handling.
 //
-//	go run ./deploy/examples/consumer -queue loyalty.waitingroom-events -bind 'order.*,token.issued'
+//	go run ./deploy/examples/consumer -queue loyalty.waitingroom-events -bind 'order.*,token.issued,tokens.issued'
+//
+// Bind tokens.issued wherever you bind token.issued (the pattern token.*
+// does not match it): an admission-dispatcher run with TOKEN_EVENTS=batch
+// publishes a queue's admissions as one TokensIssued there instead of a
+// TokenIssued a person. The consumer hands each of its tokens to the
+// handler as a TokenIssued, deduplicated by the token's own event id.
 //
 // It stops on SIGINT or SIGTERM, after the event in hand. docs/EVENTS.md
 // describes the events; deploy/examples/README.md this program.
@@ -78,8 +84,12 @@ func logEvent(log *slog.Logger) Handler {
 				"product_id", m.GetProductId(), "quantity", m.GetQuantity(), "bypassed", m.GetBypassed())
 		case *v1.OrderFailed:
 			log.Info("order failed", "order_id", m.GetOrderId(), "reason", m.GetReason().String(), "restorable", m.GetRestorable())
-		case *v1.TokenIssued:
-			log.Info("token issued", "user_id", m.GetUserId(), "sequence", m.GetSequence())
+		case *v1.TokenIssued: // alone, or a token of a TokensIssued (e.Batch)
+			attrs := []any{"user_id", m.GetUserId(), "sequence", m.GetSequence()}
+			if e.Batch != "" {
+				attrs = append(attrs, "batch", e.Batch)
+			}
+			log.Info("token issued", attrs...)
 		default:
 			log.Info("event", "type", e.Type)
 		}

@@ -199,7 +199,7 @@ end
 -- broker outage fills the stream to its bound and no further.
 local room = 1e15
 if bound > 0 then
-  room = bound - redis.call('XLEN', KEYS[5])
+  room = bound - outbox_people(KEYS[5], KEYS[4])
 end
 local last = tonumber(d[5]) or now
 local elapsed = math.max(0, now - last)
@@ -364,7 +364,7 @@ if cfg[1] == 'OPEN' then
     end
     local seen = {}
     if #users > 0 then
-      seen = redis.call('ZMSCORE', prefix .. 'seen', unpack(users))
+      seen = call_list('ZMSCORE', prefix .. 'seen', users)
     end
     for i, user in ipairs(users) do
       if #heads >= 2 * n then
@@ -406,7 +406,7 @@ if cfg[1] == 'OPEN' then
     next_times = {}
     if waiting > n then
       local users = redis.call('ZRANGE', KEYS[2], n, n + want - 1)
-      for i, at in ipairs(redis.call('HMGET', prefix .. 'entered', unpack(users))) do
+      for i, at in ipairs(call_list('HMGET', prefix .. 'entered', users)) do
         next_times[i] = tonumber(at) or 0
       end
     end
@@ -515,7 +515,7 @@ if issued > 0 then
     for i = 1, issued do
       users[i] = heads[2 * i - 1]
     end
-    redis.call('ZREM', prefix .. 'seen', unpack(users))
+    call_list('ZREM', prefix .. 'seen', users)
     -- The away people whose places this admission passes are skipped: their
     -- grace starts now.
     local last = tonumber(heads[2 * issued])
@@ -549,6 +549,15 @@ if issued > 0 then
     end
   end
 end
+-- The admitted go to the outbox as one entry, TokensIssued (the store
+-- reads it back as a TokenIssued each): an entry a person was an XADD, a
+-- read, an acknowledgement and a delete each, the most of a tick's cost
+-- at tens of thousands a second. Its eid is its last token's, so the last
+-- event a relay read names the entry (touch.lua). outboxExtra in the
+-- dispatch hash counts the people the stream holds beyond its entries (a
+-- batch of n adds n - 1; outbox_ack.lua takes it back), so the bound
+-- above counts people.
+local slots, users, tids, seqs, acts = {}, {}, {}, {}, {}
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
   local secret, tid = ARGV[13 + 2 * i], ARGV[14 + 2 * i]
@@ -561,9 +570,20 @@ for i = 1, issued do
   redis.call('HSET', tkey, 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', seq)
   redis.call('PEXPIREAT', tkey, expires)
   redis.call('SET', prefix .. 'status:' .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
-  redis.call('ZADD', KEYS[3], expires, user)
-  emit(KEYS[5], traced({'type', 'TokenIssued', 'eid', tid .. '.issued', 'q', q, 'user', user, 'tid', tid,
-    'seq', seq, 'act', activate, 'exp', expires, 'at', now}, ARGV[10], ARGV[11]))
+  slots[#slots + 1], slots[#slots + 2] = expires, user
+  users[i], tids[i], seqs[i], acts[i] = user, tid, seq, string.format('%d', activate)
+  if #slots >= 2 * UNPACK_MAX or i == issued then
+    redis.call('ZADD', KEYS[3], unpack(slots))
+    slots = {}
+  end
+end
+if issued > 0 then
+  emit(KEYS[5], traced({'type', 'TokensIssued', 'eid', tids[issued] .. '.issued', 'q', q, 'at', now, 'ttl', ttl_ms,
+    'users', table.concat(users, ' '), 'tids', table.concat(tids, ' '), 'seqs', table.concat(seqs, ' '),
+    'acts', table.concat(acts, ' ')}, ARGV[10], ARGV[11]))
+  if issued > 1 then
+    redis.call('HINCRBY', KEYS[4], 'outboxExtra', issued - 1)
+  end
 end
 -- The line ran out of present people with room left: every away person
 -- still ahead of the frontier has reached their turn, and is skipped now
@@ -583,12 +603,12 @@ if issued > 0 and traced_enters == 1 then
   for i = 1, issued do
     users[i] = heads[2 * i - 1]
   end
-  for _, tp in ipairs(redis.call('HMGET', prefix .. 'traces', unpack(users))) do
+  for _, tp in ipairs(call_list('HMGET', prefix .. 'traces', users)) do
     if tp then
       links[#links + 1] = tp
     end
   end
-  redis.call('HDEL', prefix .. 'traces', unpack(users))
+  call_list('HDEL', prefix .. 'traces', users)
 end
 if issued > 0 then
   -- History: the admitted and their waits, from their enter times (a
@@ -600,7 +620,7 @@ if issued > 0 then
   end
   local buckets, longest = {}, nil
   local starts = tonumber(cfg[6] or '0') or 0
-  for _, at in ipairs(redis.call('HMGET', prefix .. 'entered', unpack(users))) do
+  for _, at in ipairs(call_list('HMGET', prefix .. 'entered', users)) do
     local from = at and math.floor(tonumber(at) / 1000) or (starts > 0 and starts) or nil
     if from then
       local wait = math.max(0, now - from)
@@ -609,7 +629,7 @@ if issued > 0 then
       longest = math.max(longest or 0, wait)
     end
   end
-  redis.call('HDEL', prefix .. 'entered', unpack(users))
+  call_list('HDEL', prefix .. 'entered', users)
   minute_add(prefix, 'adm', issued, now)
   for b, n in pairs(buckets) do
     minute_add(prefix, 'w' .. b, n, now)

@@ -153,6 +153,40 @@ local function marker_state(m)
   return m
 end
 
+-- Lua unpacks at most about 8,000 values at once ("too many results to
+-- unpack"), and a tick may admit ten ticks' worth at 100,000 a second: a
+-- call with a list of people goes in pieces of UNPACK_MAX, and the replies
+-- of a reading call are joined in order.
+local UNPACK_MAX = 1000
+local function call_list(cmd, key, list)
+  local out = {}
+  for i = 1, #list, UNPACK_MAX do
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + UNPACK_MAX - 1, #list)))
+    if type(r) == 'table' then
+      for j = 1, #r do
+        out[#out + 1] = r[j]
+      end
+    end
+  end
+  return out
+end
+
+-- The people an outbox holds: its entries, and the people a TokensIssued
+-- entry holds beyond its one (outboxExtra of the dispatch hash, kept by
+-- issue.lua and outbox_ack.lua). An empty stream holds nobody, whatever
+-- the count says, and the count is reset then.
+local function outbox_people(outbox, dispatch)
+  local n = redis.call('XLEN', outbox)
+  local extra = tonumber(redis.call('HGET', dispatch, 'outboxExtra') or '0') or 0
+  if n == 0 then
+    if extra ~= 0 then
+      redis.call('HDEL', dispatch, 'outboxExtra')
+    end
+    return 0
+  end
+  return n + math.max(0, extra)
+end
+
 -- Appends one event to the queue's outbox stream, in the same script (and so
 -- the same atomic step) as the state change it reports.
 local function emit(outbox, fields)

@@ -45,7 +45,7 @@ func TestBrokerOutageBoundsTheOutboxAndLosesNoEvent(t *testing.T) {
 		tk := time.NewTicker(20 * time.Millisecond)
 		defer tk.Stop()
 		for {
-			n, err := c.rdb.XLen(sctx, k.Outbox()).Result()
+			n, err := c.store.OutboxLen(sctx, q)
 			mu.Lock()
 			switch {
 			case sctx.Err() != nil:
@@ -92,7 +92,7 @@ func TestBrokerOutageBoundsTheOutboxAndLosesNoEvent(t *testing.T) {
 	mu.Lock()
 	maxDuring := maxLen
 	mu.Unlock()
-	xlen := c.rdb.XLen(ctx, k.Outbox()).Val()
+	xlen, _ := c.store.OutboxLen(ctx, q)
 	t.Logf("outage %v: held after %v; issued %d before it, %d during it; XLEN %d at its end, max %d",
 		outage, heldAfter.Round(10*time.Millisecond), before, st.IssuedTotal-before, xlen, maxDuring)
 	if st.Held != queue.HeldOutboxBacklog {

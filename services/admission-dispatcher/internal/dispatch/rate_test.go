@@ -649,10 +649,16 @@ func written(t *testing.T, c *cluster, q string, published func() []queue.Event)
 	}
 	for _, m := range msgs {
 		at, _ := strconv.ParseInt(fmt.Sprint(m.Values["at"]), 10, 64)
-		id := fmt.Sprint(m.Values["eid"])
-		if m.Values["type"] == queue.EventTokenIssued && !seen[id] {
-			seen[id] = true
-			out = append(out, queue.Event{ID: id, QueueID: q, Type: queue.EventTokenIssued, OccurredAt: time.UnixMilli(at).UTC()})
+		// A tick's admitted are one TokensIssued entry: "tids" lists their
+		// token ids, each one's event id is "<tid>.issued".
+		if m.Values["type"] != "TokensIssued" {
+			continue
+		}
+		for _, tid := range strings.Fields(fmt.Sprint(m.Values["tids"])) {
+			if id := tid + ".issued"; !seen[id] {
+				seen[id] = true
+				out = append(out, queue.Event{ID: id, QueueID: q, Type: queue.EventTokenIssued, OccurredAt: time.UnixMilli(at).UTC()})
+			}
 		}
 	}
 	slices.SortStableFunc(out, func(a, b queue.Event) int { return a.OccurredAt.Compare(b.OccurredAt) })

@@ -37,7 +37,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	d, err := dispatch.New(store, eventPublisher{pub: conn.Publisher()}, log, m, dispatch.Options{
+	d, err := dispatch.New(store, eventPublisher{pub: conn.Publisher(), batch: cfg.TokenEvents == TokenEventsBatch}, log, m, dispatch.Options{
 		Owner: owner, Tick: cfg.Tick, Lease: cfg.Lease, Queues: cfg.Queues, OutboxBound: cfg.OutboxMaxBacklog, Tokens: tokens,
 	})
 	if err != nil {
@@ -47,7 +47,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	if err != nil {
 		return nil, err
 	}
-	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog, "signed_tokens", tokens != nil)
+	log.Info("admission-dispatcher starting", "owner", owner, "tick", cfg.Tick.String(), "lease", cfg.Lease.String(), "outbox_max_backlog", cfg.OutboxMaxBacklog, "token_events", cfg.TokenEvents, "signed_tokens", tokens != nil)
 
 	restorer := restore.NewHandler(store, m, log)
 	b.Group.Go("admission", d.Run)

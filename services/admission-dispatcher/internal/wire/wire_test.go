@@ -78,7 +78,8 @@ func newStack(t *testing.T, viaProxy bool, mut func(*queue.Config)) *stack {
 // listen collects every token event on the exchange through a durable queue
 // of the test's own (so nothing published while anyone reconnects is missed).
 func (s *stack) listen() {
-	s.listener = testenv.Listen(s.t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener", Bindings: []string{"token.*"}, Quorum: true})
+	s.listener = testenv.Listen(s.t, s.conn, broker.QueueSpec{Name: s.cfg.AMQP.Exchange + ".listener",
+		Bindings: []string{"token.*", events.RoutingKeyTokensIssued}, Quorum: true})
 }
 
 // run starts the dispatcher; it is stopped (gracefully) at cleanup.
@@ -161,28 +162,96 @@ func TestPublishedTokenIssuedDecodesAndCarriesCloudEventsHeaders(t *testing.T) {
 	}
 }
 
+// A broker cut for 2 s during admission loses no admission, with one
+// message a person and with batches (TOKEN_EVENTS=batch).
 func TestBrokerOutageLosesNoTokenIssued(t *testing.T) {
 	t.Parallel()
-	const users = 600
-	s := newStack(t, true, func(c *queue.Config) { c.AdmissionRatePerSec = 200 })
+	for _, form := range []string{TokenEventsEach, TokenEventsBatch} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			const users = 600
+			s := newStack(t, true, func(c *queue.Config) { c.AdmissionRatePerSec = 200 })
+			s.cfg.TokenEvents = form
+			s.listen()
+			s.fill(users)
+			s.run()
+			testenv.WaitFor(t, 15*time.Second, "admissions before the cut", func() bool { return len(s.admitted()) >= 100 })
+			s.proxy.Cut()
+			time.Sleep(2 * time.Second) // admissions go on into the outbox meanwhile
+			s.proxy.Restore()
+			cutAt := time.Now()
+			testenv.WaitFor(t, 60*time.Second, "every admission published", func() bool {
+				_, st, err := s.store.Config(context.Background(), s.q)
+				return err == nil && st.IssuedTotal == users && len(uniqueTokens(s.admitted())) == users
+			})
+			all := s.admitted()
+			t.Logf("%s: broker cut for 2 s during admission: %d issued, %d delivered, %d unique, lost 0, duplicates %d; all delivered %v after the restore",
+				form, users, len(all), len(uniqueTokens(all)), len(all)-len(uniqueTokens(all)), time.Since(cutAt).Round(time.Millisecond))
+			if n, _ := s.store.OutboxLen(context.Background(), s.q); n != 0 {
+				t.Fatalf("outbox still holds %d events", n)
+			}
+		})
+	}
+}
+
+// admitted is every admission delivered, a TokenIssued each: those
+// delivered alone, then those of the TokensIssued delivered (one form is
+// published at a time), in delivery order.
+func (s *stack) admitted() []*waitingroomv1.TokenIssued {
+	s.t.Helper()
+	var out []*waitingroomv1.TokenIssued
+	for _, d := range s.deliveries(events.TypeName(&waitingroomv1.TokenIssued{})) {
+		var e waitingroomv1.TokenIssued
+		if err := proto.Unmarshal(d.Body, &e); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, &e)
+	}
+	for _, d := range s.deliveries(events.TypeName(&waitingroomv1.TokensIssued{})) {
+		var e waitingroomv1.TokensIssued
+		if err := proto.Unmarshal(d.Body, &e); err != nil {
+			s.t.Fatal(err)
+		}
+		out = append(out, e.GetTokens()...)
+	}
+	return out
+}
+
+// With TOKEN_EVENTS=batch the admissions go out as TokensIssued only: each
+// admitted person once, in the order of the line, many a message.
+func TestBatchedAdmissionsArriveOnceInOrder(t *testing.T) {
+	t.Parallel()
+	const users = 300
+	s := newStack(t, false, func(c *queue.Config) { c.AdmissionRatePerSec = 1000 })
+	s.cfg.TokenEvents = TokenEventsBatch
 	s.listen()
 	s.fill(users)
 	s.run()
-	typ := events.TypeName(&waitingroomv1.TokenIssued{})
-	testenv.WaitFor(t, 15*time.Second, "admissions before the cut", func() bool { return len(s.deliveries(typ)) >= 100 })
-	s.proxy.Cut()
-	time.Sleep(2 * time.Second) // admissions go on into the outbox meanwhile
-	s.proxy.Restore()
-	cutAt := time.Now()
-	testenv.WaitFor(t, 60*time.Second, "every admission published", func() bool {
-		_, st, err := s.store.Config(context.Background(), s.q)
-		return err == nil && st.IssuedTotal == users && len(unique(s.deliveries(typ))) == users
-	})
-	all := s.deliveries(typ)
-	t.Logf("broker cut for 2 s during admission: %d issued, %d delivered, %d unique, lost 0, duplicates %d; all delivered %v after the restore",
-		users, len(all), len(unique(all)), len(all)-len(unique(all)), time.Since(cutAt).Round(time.Millisecond))
-	if n, _ := s.store.OutboxLen(context.Background(), s.q); n != 0 {
-		t.Fatalf("outbox still holds %d events", n)
+	testenv.WaitFor(t, 15*time.Second, "300 admissions delivered", func() bool { return len(s.admitted()) >= users })
+	time.Sleep(300 * time.Millisecond) // anything more would come now
+	if n := len(s.deliveries(events.TypeName(&waitingroomv1.TokenIssued{}))); n != 0 {
+		t.Fatalf("%d TokenIssued messages with TOKEN_EVENTS=batch, want 0", n)
+	}
+	batches := s.deliveries(events.TypeName(&waitingroomv1.TokensIssued{}))
+	got := s.admitted()
+	if len(got) != users || len(batches) == 0 || len(batches) > users/2 {
+		t.Fatalf("%d admissions in %d messages, want %d in 1 to %d", len(got), len(batches), users, users/2)
+	}
+	for i, e := range got {
+		if e.GetUserId() != userName(i) || e.GetSequence() != uint64(i+1) || e.GetEventId() != e.GetTokenId()+".issued" || e.GetQueueId() != s.q {
+			t.Fatalf("admission %d: %v, want %s, sequence %d", i, e, userName(i), i+1)
+		}
+	}
+	for _, d := range batches {
+		var b waitingroomv1.TokensIssued
+		if err := proto.Unmarshal(d.Body, &b); err != nil {
+			t.Fatal(err)
+		}
+		first := b.GetTokens()[0]
+		if d.RoutingKey != events.RoutingKeyTokensIssued || d.MessageID != first.GetEventId()+".batch" || b.GetEventId() != d.MessageID ||
+			!b.GetOccurredAt().AsTime().Equal(first.GetOccurredAt().AsTime()) || b.GetQueueId() != s.q {
+			t.Fatalf("batch %s (key %s): %v", d.MessageID, d.RoutingKey, &b)
+		}
 	}
 }
 
@@ -190,6 +259,14 @@ func unique(ds []broker.Delivery) map[string]bool {
 	m := map[string]bool{}
 	for _, d := range ds {
 		m[d.MessageID] = true
+	}
+	return m
+}
+
+func uniqueTokens(ts []*waitingroomv1.TokenIssued) map[string]bool {
+	m := map[string]bool{}
+	for _, e := range ts {
+		m[e.GetEventId()] = true
 	}
 	return m
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/waitingroom/waitingroom/pkg/broker"
@@ -16,13 +17,20 @@ import (
 // tokenEvents is this replica's own server-named queue: every replica sees
 // every admission, because the browser may be connected to any of them.
 func tokenEvents() broker.QueueSpec {
-	return broker.QueueSpec{Bindings: []string{events.RoutingKeyTokenIssued, events.RoutingKeyTokenRestored}, Prefetch: 256}
+	return broker.QueueSpec{Bindings: []string{events.RoutingKeyTokenIssued, events.RoutingKeyTokensIssued, events.RoutingKeyTokenRestored},
+		Prefetch: 256}
 }
 
-// handle turns a token event into an "admitted" push.
+// handle turns a token event into an "admitted" push: a TokenIssued, each
+// token of a TokensIssued (the dispatcher's TOKEN_EVENTS=batch), a
+// TokenRestored.
 func handle(svc *stream.Service) func(context.Context, broker.Delivery) broker.Result {
 	issued := events.TypeName(&waitingroomv1.TokenIssued{})
+	batch := events.TypeName(&waitingroomv1.TokensIssued{})
 	restored := events.TypeName(&waitingroomv1.TokenRestored{})
+	admitted := func(e *waitingroomv1.TokenIssued) {
+		svc.Admitted(e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetActivateAt().AsTime(), e.GetExpiresAt().AsTime(), e.GetOccurredAt().AsTime())
+	}
 	return func(_ context.Context, d broker.Delivery) broker.Result {
 		switch d.Type {
 		case issued:
@@ -30,7 +38,15 @@ func handle(svc *stream.Service) func(context.Context, broker.Delivery) broker.R
 			if proto.Unmarshal(d.Body, &e) != nil {
 				return broker.DeadLetter
 			}
-			svc.Admitted(e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetActivateAt().AsTime(), e.GetExpiresAt().AsTime(), e.GetOccurredAt().AsTime())
+			admitted(&e)
+		case batch:
+			var e waitingroomv1.TokensIssued
+			if proto.Unmarshal(d.Body, &e) != nil {
+				return broker.DeadLetter
+			}
+			for _, t := range e.GetTokens() {
+				admitted(t)
+			}
 		case restored:
 			var e waitingroomv1.TokenRestored
 			if proto.Unmarshal(d.Body, &e) != nil {
@@ -56,24 +72,43 @@ func minTime(a, b time.Time) time.Time {
 // longest entry is no use, so a message waits at most messageTTL; if push
 // is turned off, the queue goes an hour after its last consumer.
 func pushEvents(p Push) broker.QueueSpec {
-	return broker.QueueSpec{Name: p.Queue, Bindings: []string{events.RoutingKeyTokenIssued}, Quorum: true,
+	return broker.QueueSpec{Name: p.Queue, Bindings: []string{events.RoutingKeyTokenIssued, events.RoutingKeyTokensIssued}, Quorum: true,
 		DeliveryLimit: 20, Prefetch: p.Concurrency, MessageTTL: 10 * time.Minute, Expires: time.Hour}
 }
 
-// pushTurn pushes a TokenIssued to the person's devices. While Redis is
-// not answering the event is tried again a second later, up to the queue's
-// delivery limit.
-func pushTurn(svc *push.Service) func(context.Context, broker.Delivery) broker.Result {
+// pushTurn pushes a TokenIssued, or each token of a TokensIssued (at most
+// concurrency at once), to the person's devices. While Redis is not
+// answering the event is tried again a second later, up to the queue's
+// delivery limit; a token already pushed is not pushed again (ClaimPush).
+func pushTurn(svc *push.Service, concurrency int) func(context.Context, broker.Delivery) broker.Result {
 	issued := events.TypeName(&waitingroomv1.TokenIssued{})
+	batch := events.TypeName(&waitingroomv1.TokensIssued{})
 	return func(ctx context.Context, d broker.Delivery) broker.Result {
-		if d.Type != issued {
+		var tokens []*waitingroomv1.TokenIssued
+		switch d.Type {
+		case issued:
+			var e waitingroomv1.TokenIssued
+			if proto.Unmarshal(d.Body, &e) != nil {
+				return broker.DeadLetter
+			}
+			tokens = []*waitingroomv1.TokenIssued{&e}
+		case batch:
+			var e waitingroomv1.TokensIssued
+			if proto.Unmarshal(d.Body, &e) != nil {
+				return broker.DeadLetter
+			}
+			tokens = e.GetTokens()
+		default:
 			return broker.Ack
 		}
-		var e waitingroomv1.TokenIssued
-		if proto.Unmarshal(d.Body, &e) != nil {
-			return broker.DeadLetter
+		var g errgroup.Group
+		g.SetLimit(concurrency)
+		for _, e := range tokens {
+			g.Go(func() error {
+				return svc.Issued(ctx, e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetExpiresAt().AsTime())
+			})
 		}
-		if err := svc.Issued(ctx, e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetExpiresAt().AsTime()); err != nil {
+		if g.Wait() != nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

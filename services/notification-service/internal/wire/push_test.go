@@ -11,9 +11,12 @@ import (
 	"time"
 
 	webpush "github.com/SherClockHolmes/webpush-go"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/broker"
+	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/pkg/testenv/pushtest"
 	"github.com/waitingroom/waitingroom/services/notification-service/internal/push"
@@ -108,12 +111,22 @@ func TestYourTurnIsPushedOnceByOneOfTwoReplicas(t *testing.T) {
 			t.Fatalf("user %d: %v", i, err)
 		}
 	}
-	batch := make([]broker.Event, users)
+	// The first half as a TokenIssued each, the second as one TokensIssued
+	// (TOKEN_EVENTS=batch), delivered twice.
+	var evs []broker.Event
 	now := time.Now()
+	b := &waitingroomv1.TokensIssued{QueueId: q, OccurredAt: timestamppb.New(now)}
 	for i := range users {
-		batch[i] = issued(q, fmt.Sprintf("user-%02d", i), fmt.Sprintf("tok-%02d", i), now)
+		e := issued(q, fmt.Sprintf("user-%02d", i), fmt.Sprintf("tok-%02d", i), now)
+		if i < users/2 {
+			evs = append(evs, e)
+			continue
+		}
+		b.Tokens = append(b.Tokens, e.Message.(*waitingroomv1.TokenIssued))
 	}
-	publish(t, cfg, batch)
+	b.EventId = b.Tokens[0].GetEventId() + ".batch"
+	batch := broker.Event{ID: b.EventId, RoutingKey: events.RoutingKeyTokensIssued, Time: now, Message: b}
+	publish(t, cfg, append(evs, batch, batch))
 	deadline := time.Now().Add(20 * time.Second)
 	for len(server.Received()) < users && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

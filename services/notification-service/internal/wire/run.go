@@ -86,7 +86,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *Service, err err
 	b.Group.Go("token events consumer", func(ctx context.Context) error { return conn.Consume(ctx, tokenEvents(), handle(svc)) })
 	if pusher != nil {
 		b.Group.Go("web push", func(ctx context.Context) error {
-			return conn.Consume(ctx, pushEvents(cfg.Push), pushTurn(pusher))
+			return conn.Consume(ctx, pushEvents(cfg.Push), pushTurn(pusher, cfg.Push.Concurrency))
 		})
 	}
 	b.Group.Go("positions", func(ctx context.Context) error { svc.RunPositions(ctx); return nil })

@@ -231,3 +231,56 @@ func TestTwoReplicasEveryUserGetsExactlyTheirOwnAdmission(t *testing.T) {
 	}
 	t.Logf("200 users on 2 replicas: each got exactly its own admission; slowest %v after the publish", worst)
 }
+
+// A TokensIssued (the dispatcher's TOKEN_EVENTS=batch) reaches each of its
+// people as their own admission, once, however often it is delivered and
+// alongside a TokenIssued of one of them.
+func TestABatchOfAdmissionsReachesEachPersonOnce(t *testing.T) {
+	t.Parallel()
+	exchange := "test." + testenv.ID(t)
+	t.Cleanup(func() { testenv.DeleteAMQPTopology(testenv.AMQPURL(t), exchange) })
+	cfg := testConfig(t, exchange)
+	url := replica(t, cfg)
+	q := newQueue(t)
+	ver, _ := auth.NewVerifier(secret)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	const users = 100
+	streams := make([]*sse, users)
+	errs := make([]error, users)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Go(func() { streams[i], errs[i] = open(t, ctx, url, q, fmt.Sprintf("user-%03d", i), ver) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	now := time.Now()
+	b := &waitingroomv1.TokensIssued{EventId: "tok-000.issued.batch", OccurredAt: timestamppb.New(now), QueueId: q}
+	for i := range users {
+		b.Tokens = append(b.Tokens, issued(q, fmt.Sprintf("user-%03d", i), fmt.Sprintf("tok-%03d", i), now).Message.(*waitingroomv1.TokenIssued))
+	}
+	batch := broker.Event{ID: b.EventId, RoutingKey: events.RoutingKeyTokensIssued, Time: now, Message: b}
+	publish(t, cfg, []broker.Event{batch, issued(q, "user-000", "tok-000", now), batch})
+	deadline := time.Now().Add(15 * time.Second)
+	for i := 0; i < users; {
+		if len(streams[i].tokens()) >= 1 {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("user %d got no admission within 15s", i)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let any duplicate or stray event arrive
+	for i, s := range streams {
+		if toks := s.tokens(); len(toks) != 1 || toks[0] != fmt.Sprintf("tok-%03d", i) {
+			t.Errorf("user %d got admissions %v, want exactly [tok-%03d]", i, toks, i)
+		}
+	}
+}
