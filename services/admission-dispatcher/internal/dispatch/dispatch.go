@@ -78,15 +78,17 @@ type Options struct {
 	Tick time.Duration
 	// Lease is how long a lease lives without renewal; renewed at a third.
 	Lease time.Duration
-	// OutboxBound holds a queue's admission while its outbox has this many
-	// events the broker has not confirmed (OUTBOX_MAX_BACKLOG); 0: none.
+	// OutboxBound holds a queue's admission while its outbox holds this
+	// many people's events the broker has not confirmed
+	// (OUTBOX_MAX_BACKLOG); 0: none.
 	OutboxBound int64
 	// RelayPoll is how often the relay looks at every led queue's outbox
 	// without being woken by a tick (events other replicas' restores wrote).
 	RelayPoll time.Duration
 	// Discovery is how often wr:queues is re-read.
 	Discovery time.Duration
-	// RelayBatch is the most events published per broker round.
+	// RelayBatch is the most outbox entries one relay round reads per
+	// queue (a tick's admitted are one entry, however many they are).
 	RelayBatch int64
 	// DrawChunk is how many pre-queued people one call of a draw places.
 	DrawChunk int

@@ -266,11 +266,25 @@ func (r *relay) round(ctx context.Context) error {
 		return err
 	}
 	r.m.Published(events)
-	// More may be waiting (a batch was full): go again at once.
-	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return int64(len(b.Events)) >= r.batch }) {
+	// More may be waiting (a read took all the entries it asked for): go
+	// again at once.
+	if slices.ContainsFunc(found, func(b queue.OutboxBatch) bool { return entries(b.Events) >= r.batch }) {
 		r.kick()
 	}
 	return nil
+}
+
+// entries is how many outbox entries events were read from: a tick's
+// admitted are one entry (TokensIssued), read back as an event each, all
+// with its stream id and next to each other.
+func entries(events []queue.Event) int64 {
+	n := int64(0)
+	for i, e := range events {
+		if i == 0 || e.StreamID != events[i-1].StreamID {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *relay) observeBacklog(ctx context.Context) {

@@ -157,6 +157,7 @@ func (t *tick) admit(room int64) queue.IssueResult {
 		return t.done(queue.IssueResult{Paused: true, Expired: expired, Waiting: waiting})
 	}
 	ttl, spread := l.cfg.TokenTTLSeconds*1000, l.cfg.ActivationSpreadMs
+	admitted := make([]queue.Event, 0, n)
 	for i, p := range l.waiting[:n] {
 		g := c.Grants[i]
 		tid := queue.LineToken(c.Line, g.TokenID)
@@ -166,10 +167,11 @@ func (t *tick) admit(room int64) queue.IssueResult {
 		l.markers[p.user] = marker{state: statusIssued, tid: tid, until: expires + 120_000}
 		l.slots[p.user] = expires
 		delete(l.entered, p.user)
-		l.emit(t.s, queue.Event{Type: queue.EventTokenIssued, ID: tid + ".issued", QueueID: c.QueueID, UserID: p.user,
+		admitted = append(admitted, queue.Event{Type: queue.EventTokenIssued, ID: tid + ".issued", QueueID: c.QueueID, UserID: p.user,
 			TokenID: tid, Seq: p.seq, ActivateAt: msTime(activate), ExpiresAt: msTime(expires), OccurredAt: msTime(now),
 			TraceParent: c.TraceParent, TraceState: traceState(c)})
 	}
+	l.emitAll(t.s, admitted) // one entry, as issue.lua writes them
 	l.waiting = slices.Clone(l.waiting[n:])
 	l.d.issuedTotal += n
 	l.d.credit, l.d.lastTickMs, l.d.held, l.d.punctual = t.credit-float64(n), now, "", now

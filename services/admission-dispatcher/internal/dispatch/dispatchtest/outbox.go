@@ -18,7 +18,9 @@ import (
 // read with ">" is pending for its reader until acknowledged; a re-read
 // of one's pending entries, or a claim, delivers them again (their idle
 // time starts over). A consumer comes to be at its first read that
-// delivers something.
+// delivers something. A tick's admitted are one entry (TokensIssued),
+// read as an event each with the entry's id; a count of a read counts
+// entries, a length counts events.
 
 // errNoGroup is Redis's answer to a read of an outbox without the group.
 var errNoGroup = errors.New("NOGROUP No such key or consumer group")
@@ -47,8 +49,8 @@ type stream struct {
 }
 
 type entry struct {
-	id streamID
-	ev queue.Event
+	id  streamID
+	evs []queue.Event
 }
 
 type group struct {
@@ -63,7 +65,13 @@ type delivery struct {
 }
 
 // emit appends ev to l's outbox under a fresh entry id (XADD *).
-func (l *line) emit(s *Store, ev queue.Event) {
+func (l *line) emit(s *Store, ev queue.Event) { l.emitAll(s, []queue.Event{ev}) }
+
+// emitAll appends evs to l's outbox as one entry under a fresh id.
+func (l *line) emitAll(s *Store, evs []queue.Event) {
+	if len(evs) == 0 {
+		return
+	}
 	if l.outbox == nil {
 		l.outbox = &stream{}
 	}
@@ -73,15 +81,23 @@ func (l *line) emit(s *Store, ev queue.Event) {
 		id = streamID{st.last.ms, st.last.seq + 1}
 	}
 	st.last = id
-	ev.StreamID = id.String()
-	st.entries = append(st.entries, entry{id, ev})
+	evs = slices.Clone(evs)
+	for i := range evs {
+		evs[i].StreamID = id.String()
+	}
+	st.entries = append(st.entries, entry{id, evs})
 }
 
+// outboxLen is the events l's outbox holds.
 func (l *line) outboxLen() int64 {
 	if l.outbox == nil {
 		return 0
 	}
-	return int64(len(l.outbox.entries))
+	n := 0
+	for _, e := range l.outbox.entries {
+		n += len(e.evs)
+	}
+	return int64(n)
 }
 
 func (st *stream) find(id streamID) (int, bool) {
@@ -139,15 +155,17 @@ func (s *Store) ReadOutboxes(_ context.Context, consumer string, count int64, re
 			out[i].Events = s.readPending(r.QueueID, st, g, consumer, count)
 			continue
 		}
+		read := int64(0)
 		for _, e := range st.entries {
-			if count > 0 && int64(len(out[i].Events)) >= count {
+			if count > 0 && read >= count {
 				break
 			}
 			if e.id.compare(g.delivered) > 0 {
 				g.pending[e.id] = &delivery{consumer, s.nowMs()}
 				g.delivered = e.id
 				g.consumers[consumer] = s.nowMs()
-				out[i].Events = append(out[i].Events, e.ev)
+				out[i].Events = append(out[i].Events, e.evs...)
+				read++
 			}
 		}
 	}
@@ -161,13 +179,13 @@ func (s *Store) ReadOutboxes(_ context.Context, consumer string, count int64, re
 func (s *Store) readPending(q string, st *stream, g *group, consumer string, count int64) []queue.Event {
 	g.consumers[consumer] = s.nowMs()
 	evs := []queue.Event{}
-	for _, id := range g.ids(func(d *delivery) bool { return d.consumer == consumer }) {
-		if count > 0 && int64(len(evs)) >= count {
+	for n, id := range g.ids(func(d *delivery) bool { return d.consumer == consumer }) {
+		if count > 0 && int64(n) >= count {
 			break
 		}
 		g.pending[id].at = s.nowMs()
 		if i, ok := st.find(id); ok {
-			evs = append(evs, st.entries[i].ev)
+			evs = append(evs, st.entries[i].evs...)
 		} else {
 			evs = append(evs, queue.Event{StreamID: id.String(), QueueID: q}) // deleted, not acknowledged
 		}
@@ -205,8 +223,9 @@ func (s *Store) ClaimOutbox(_ context.Context, q, consumer string, minIdle time.
 	}
 	now := s.nowMs()
 	evs := []queue.Event{}
+	claimed := int64(0)
 	for _, id := range g.ids(func(d *delivery) bool { return now-d.at >= minIdle.Milliseconds() }) {
-		if int64(len(evs)) >= count {
+		if claimed >= count {
 			break
 		}
 		i, ok := st.find(id)
@@ -216,13 +235,14 @@ func (s *Store) ClaimOutbox(_ context.Context, q, consumer string, minIdle time.
 		}
 		g.pending[id] = &delivery{consumer, now}
 		g.consumers[consumer] = now
-		evs = append(evs, st.entries[i].ev)
+		evs = append(evs, st.entries[i].evs...)
+		claimed++
 	}
 	return evs, nil
 }
 
 // AckOutboxes acknowledges the batches' events and deletes them from
-// their outboxes.
+// their outboxes: the entries they were read from.
 func (s *Store) AckOutboxes(_ context.Context, batches []queue.OutboxBatch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

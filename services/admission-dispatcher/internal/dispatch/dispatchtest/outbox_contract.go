@@ -26,22 +26,59 @@ func RunOutboxContract(t *testing.T, newStore NewStoreFunc) {
 		{Name: "ClaimTakesOnlyEventsIdleForTheMinimum", Run: claimIdle},
 		{Name: "ReplicatedConfirmsWhatWasRead", Run: replicated},
 		{Name: "PruneDeletesIdleConsumersWithNothingPending", Run: prune},
+		{Name: "ATicksAdmittedAreOneEntry", Run: oneEntryATick},
 	})
 }
 
 // withEvents makes a queue whose outbox holds n TokenIssued events, one
-// per person admitted, and returns it with the people in order.
+// per person admitted, in n entries (a tick each), and returns it with the
+// people in order.
 func withEvents(t *testing.T, s dispatch.Store, h Harness, n int) (string, []string) {
 	t.Helper()
 	q := newQueue(t, h, nil)
 	people := enter(t, h, q, n)
 	e := lead(t, s, q, "a", 10*time.Second)
 	mustIssue(t, s, q, e, nil)
-	h.Wait(t, settle)
-	if r := mustIssue(t, s, q, e, grants(t, n)); r.Issued != n {
-		t.Fatalf("issued %d, want %d", r.Issued, n)
+	for i := range n {
+		h.Wait(t, settle)
+		if r := mustIssue(t, s, q, e, grants(t, 1)); r.Issued != 1 {
+			t.Fatalf("tick %d issued %d, want 1", i, r.Issued)
+		}
 	}
 	return q, people
+}
+
+// A tick's admitted are one entry: one read of one entry delivers them
+// all, in order, under one stream id; the length counts them; one
+// acknowledgement (and again) takes them all.
+func oneEntryATick(t *testing.T, s dispatch.Store, h Harness) {
+	ctx := context.Background()
+	q := newQueue(t, h, nil)
+	people := enter(t, h, q, 5)
+	e := lead(t, s, q, "a", 10*time.Second)
+	mustIssue(t, s, q, e, nil)
+	h.Wait(t, settle)
+	if r := mustIssue(t, s, q, e, grants(t, 5)); r.Issued != 5 {
+		t.Fatalf("issued %d, want 5", r.Issued)
+	}
+	if err := s.EnsureOutboxGroup(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.OutboxLens(ctx, []string{q}); err != nil || n[q] != 5 {
+		t.Fatalf("outbox length %v %v, want 5", n, err)
+	}
+	evs := read(t, s, q, "r", 1, false)
+	if ids := slices.Compact(streamIDs(evs)); !slices.Equal(users(evs), people) || len(ids) != 1 {
+		t.Fatalf("a read of one entry: %v in entries %v, want %v in one", users(evs), ids, people)
+	}
+	for range 2 {
+		if err := s.AckOutboxes(ctx, []queue.OutboxBatch{{QueueID: q, Events: evs}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.OutboxLens(ctx, []string{q}); err != nil || n[q] != 0 {
+			t.Fatalf("outbox length after the ack %v %v, want 0", n, err)
+		}
+	}
 }
 
 // read is one read of q's outbox by consumer: new events, or its pending
