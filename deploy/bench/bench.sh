@@ -6,7 +6,9 @@
 # named in BENCHMARKS.md and their part is skipped.
 # BENCH_QUICK=1 shortens every run (5 s wrk, 10 s dispatcher windows);
 # BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1),
-# BENCH_ONLY=million runs only the line of a million (3b); both print their
+# BENCH_ONLY=million runs only the line of a million (3b), BENCH_ONLY=leader
+# only one leader at 50,000/s (4b: LEADER_WINDOW seconds, default 30, 10 with
+# BENCH_QUICK=1; LEADER_STREAMS SSE streams, default 2000); each prints its
 # figures without writing BENCHMARKS.md.
 # Everything runs against a private redis-server on a free port; processes
 # started here are stopped by PID on exit.
@@ -42,10 +44,11 @@ missing=()
 # ---------------------------------------------------------------- build
 say "building services, loadgen, bare server into $W"
 mkdir -p "$W/bin"
-for s in queue-gateway admission-dispatcher; do
+for s in queue-gateway admission-dispatcher notification-service; do
   CGO_ENABLED=0 go build -trimpath -o "$W/bin/$s" "./services/$s" || exit 1
 done
 go build -o "$W/bin/loadgen" ./deploy/loadgen/cmd/loadgen || exit 1
+go build -o "$W/bin/admitwatch" ./deploy/loadgen/cmd/admitwatch || exit 1
 (cd deploy/bench/bare && GOWORK=off go build -o "$W/bin/bare" .) || exit 1
 
 # ---------------------------------------------------------------- private redis
@@ -78,6 +81,99 @@ wrkrun() { # name method url tokens
 # cmdcalls: every command Redis has run (INFO commandstats, scripts' own calls included)
 cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
 
+# ---------------------------------------------------------------- dispatcher helpers (sections 4 and 4b)
+fill_line() { # queue n: users d1..d<n> waiting in places 1..n (ZADD in 1,000s, the scores the enter script gives), seq = n
+  python3 - "$2" "$1" >"$W/fill-$1.resp" <<'PY'
+import sys
+n=int(sys.argv[1]); q=sys.argv[2].encode(); out=sys.stdout.buffer
+def cmd(*a):
+    out.write(b"*%d\r\n" % len(a))
+    for x in a:
+        x = x if isinstance(x, bytes) else str(x).encode()
+        out.write(b"$%d\r\n%s\r\n" % (len(x), x))
+key=b"wr:{%s}:waiting" % q
+for i in range(1, n+1, 1000):
+    args=[b"ZADD", key]
+    for j in range(i, min(i+1000, n+1)):
+        args += [j, b"d%d" % j]
+    cmd(*args)
+cmd(b"SET", b"wr:{%s}:seq" % q, n)
+PY
+  $RC --pipe <"$W/fill-$1.resp" >"$W/fill-$1.log" 2>&1
+  rm -f "$W/fill-$1.resp"
+}
+startdisp() { # id ops-port [queue, default $DQ]; TOKEN_EVENTS and the like come from the caller's environment
+  INSTANCE_ID=$1 DISPATCH_QUEUES=${3:-$DQ} DISPATCH_TICK=100ms LOG_LEVEL=error OPS_ADDR=127.0.0.1:$2 \
+    "$W/bin/admission-dispatcher" >>"$W/dispatcher-$1.log" 2>&1 &
+  echo $!
+}
+issued() { $RC HGET "wr:{${1:-$DQ}}:dispatch" issuedTotal | sed 's/^$/0/'; } # [queue]
+issued_now() { # queue -> "issuedTotal seconds" (Redis TIME, read in the same script call)
+  $RC EVAL "local t = redis.call('TIME') return {redis.call('HGET', KEYS[1], 'issuedTotal') or '0', t[1] .. '.' .. string.format('%06d', t[2])}" \
+    1 "wr:{$1}:dispatch" | paste -sd ' '
+}
+
+# ---------------------------------------------------------------- 4b. one leader at 50,000/s (run from section 4, or alone with BENCH_ONLY=leader)
+# Its own queue of LEAD_RATE x (window + 5) people (d1..dN, as section 4),
+# tokenTtlSeconds 600; a notification-service; admitwatch (deploy/loadgen/
+# cmd/admitwatch), which binds its own queue to token.issued and
+# tokens.issued and opens LEAD_STREAMS SSE streams for people the window
+# admits; one dispatcher with TOKEN_EVENTS=batch; then OPEN at LEAD_RATE,
+# 1.5 s settling, issuedTotal over the window. Needs GW, ADMIN (a gateway).
+LEAD_RATE=50000; LEAD_WIN=${LEADER_WINDOW:-30}; [[ $QUICK == 1 ]] && LEAD_WIN=10
+LEAD_STREAMS=${LEADER_STREAMS:-2000}
+lead_run() {
+  LQ=lead-$$
+  local nfill=$(( LEAD_RATE * (LEAD_WIN + 5) )) secret=bench-notification-secret-0123456789abcdef
+  say "one leader at $LEAD_RATE/s for $LEAD_WIN s (TOKEN_EVENTS=batch): filling $nfill"
+  putq $LQ "{\"state\":\"PAUSED\",\"admissionRatePerSec\":$LEAD_RATE,\"maxQueueSize\":50000000,\"maxWaitSeconds\":604800,\"tokenTtlSeconds\":600}"
+  fill_line $LQ $nfill
+  local np; np=$(freeport); NSURL=http://127.0.0.1:$np
+  HTTP_ADDR=127.0.0.1:$np OPS_ADDR=127.0.0.1:$(freeport) AUTH_JWT_SECRET=$secret SSE_MAX_STREAMS_PER_IP=0 \
+    SSE_POSITION_INTERVAL=1h SSE_HEARTBEAT=1m LOG_LEVEL=warn "$W/bin/notification-service" >"$W/notification.log" 2>&1 &
+  local nspid=$!; pids+=($nspid)
+  for _ in $(seq 100); do curl -fsS "$NSURL/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+  # The streams are of people admitted inside the window at LEAD_RATE.
+  LEAD_AWCMD="admitwatch -queue <q> -notify <notification-service> -secret <its AUTH_JWT_SECRET> -streams $LEAD_STREAMS -from $(( LEAD_RATE * 2 )) -to $(( LEAD_RATE * (LEAD_WIN + 1) )) -window ${LEAD_WIN}s -settle 1.5s -grace 5s"
+  "$W/bin/admitwatch" -queue $LQ -notify "$NSURL" -secret $secret -streams "$LEAD_STREAMS" -from $(( LEAD_RATE * 2 )) \
+    -to $(( LEAD_RATE * (LEAD_WIN + 1) )) -window "${LEAD_WIN}s" -settle 1.5s -grace 5s >"$W/admitwatch.out" 2>"$W/admitwatch.log" &
+  local awpid=$!; pids+=($awpid)
+  for _ in $(seq 1200); do grep -q 'ready:' "$W/admitwatch.log" 2>/dev/null && break; kill -0 $awpid 2>/dev/null || break; sleep 0.1; done
+  say "$(tail -1 "$W/admitwatch.log")"
+  local l1; l1=$(TOKEN_EVENTS=batch startdisp lead "$(freeport)" $LQ); pids+=($l1)
+  sleep 1.5
+  putq $LQ "{\"state\":\"OPEN\",\"admissionRatePerSec\":$LEAD_RATE}"
+  sleep 1.5
+  # issuedTotal and Redis's clock in one script call at each end of the
+  # window: the window is exact whatever forking redis-cli costs.
+  local a ta b tb
+  read -r a ta < <(issued_now $LQ); sleep "$LEAD_WIN"; read -r b tb < <(issued_now $LQ)
+  read -r lead_issued lead_expected lead_err lead_secs < <(calc "f'{$b-$a} {$LEAD_RATE*($tb-$ta):.0f} {abs(($b-$a)-$LEAD_RATE*($tb-$ta))/($LEAD_RATE*($tb-$ta))*100:.2f} {$tb-$ta:.2f}'")
+  say "one leader: $lead_issued issued of $lead_expected in $lead_secs s (rate error $lead_err %); waiting for admitwatch"
+  for _ in $(seq 300); do grep -q '^admitwatch: queue=' "$W/admitwatch.out" && break; kill -0 $awpid 2>/dev/null || break; sleep 0.1; done
+  kill -TERM $awpid 2>/dev/null; wait $awpid 2>/dev/null
+  lead_line=$(grep -E '^admitwatch: queue=' "$W/admitwatch.out" | tail -1)
+  lead_outbox=$($RC XLEN "wr:{$LQ}:outbox")
+  lead_key() { grep -oE "(^| )$1=[^ ]*" <<<"$lead_line" | cut -d= -f2; }
+  lead_inv=$(lead_key inversions); lead_dup=$(lead_key duplicates); lead_aw_tokens=$(lead_key tokens); lead_aw_rate=$(lead_key rate_per_s)
+  lead_msgs=$(lead_key messages); lead_ticks=$(lead_key ticks); lead_amqp_p50=$(lead_key amqp_p50_ms); lead_amqp_p99=$(lead_key amqp_p99_ms)
+  lead_fan_adm=$(lead_key fanout_admitted); lead_fan_n=$(lead_key fanout_n)
+  lead_fan_p50=$(lead_key fanout_p50_ms); lead_fan_p99=$(lead_key fanout_p99_ms); lead_fan_max=$(lead_key fanout_max_ms)
+  lead_notify_p50=$(lead_key notify_p50_ms); lead_notify_p99=$(lead_key notify_p99_ms)
+  [[ -n $lead_line ]] || { tail -5 "$W/admitwatch.log" >&2; missing+=("admitwatch"); }
+  say "${lead_line:-admitwatch: no figures (see $W/admitwatch.log)}"
+  kill -TERM $l1 $nspid 2>/dev/null; wait $nspid 2>/dev/null
+  for _ in $(seq 50); do kill -0 $l1 2>/dev/null || break; sleep 0.1; done
+  # The section's people and tokens (a few hundred MB) go now rather than
+  # expiring all at once ten minutes into the later sections.
+  redis-cli -p "$RP" --scan --pattern "wr:{$LQ}:*" | xargs -r -n 10000 redis-cli -p "$RP" UNLINK >/dev/null
+}
+
+if [[ ${BENCH_ONLY:-} == leader ]]; then
+  lead_run
+  say "BENCH_ONLY=leader: $lead_issued issued of $lead_expected in $lead_secs s at $LEAD_RATE/s (rate error $lead_err %); inversions ${lead_inv:-?}, duplicates ${lead_dup:-?}; fan-out to $lead_fan_n of $lead_fan_adm admitted streams: p50 $lead_fan_p50 ms, p99 $lead_fan_p99 ms, max $lead_fan_max ms; broker p99 $lead_amqp_p99 ms; BENCHMARKS.md not written"
+  exit 0
+fi
 if [[ ${BENCH_ONLY:-} != million ]]; then
 # ---------------------------------------------------------------- 1. gateway vs ceilings
 NTOK=300000; TN=${TICKET_LINE:-100000}
@@ -313,30 +409,8 @@ for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0
 DQ=disp-$$
 NFILL=${DISP_FILL:-3000000}; [[ $QUICK == 1 ]] && NFILL=1000000
 putq $DQ '{"state":"PAUSED","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800,"tokenTtlSeconds":600}'
-python3 - "$NFILL" "$DQ" >"$W/fill-disp.resp" <<'PY'
-import sys
-n=int(sys.argv[1]); q=sys.argv[2].encode(); out=sys.stdout.buffer
-def cmd(*a):
-    out.write(b"*%d\r\n" % len(a))
-    for x in a:
-        x = x if isinstance(x, bytes) else str(x).encode()
-        out.write(b"$%d\r\n%s\r\n" % (len(x), x))
-key=b"wr:{%s}:waiting" % q
-for i in range(1, n+1, 1000):
-    args=[b"ZADD", key]
-    for j in range(i, min(i+1000, n+1)):
-        args += [j, b"d%d" % j]
-    cmd(*args)
-cmd(b"SET", b"wr:{%s}:seq" % q, n)
-PY
-$RC --pipe <"$W/fill-disp.resp" >"$W/fill-disp.log" 2>&1
+fill_line $DQ "$NFILL"
 say "filled $($RC ZCARD "wr:{$DQ}:waiting") waiting"
-startdisp() { # id ops-port
-  INSTANCE_ID=$1 DISPATCH_QUEUES=$DQ DISPATCH_TICK=100ms LOG_LEVEL=error OPS_ADDR=127.0.0.1:$2 \
-    "$W/bin/admission-dispatcher" >>"$W/dispatcher-$1.log" 2>&1 &
-  echo $!
-}
-issued() { $RC HGET "wr:{$DQ}:dispatch" issuedTotal | sed 's/^$/0/'; }
 D1=$(startdisp d1 "$(freeport)"); pids+=($D1)
 sleep 1.5
 measure() { # rate seconds -> "issued expected pct"
@@ -360,6 +434,11 @@ for r in 20000 30000 50000 75000 100000; do
   if python3 -c "import sys; sys.exit(0 if $pr >= 97 else 1)"; then best=$r; else break; fi
 done
 outbox=$($RC XLEN "wr:{$DQ}:outbox")
+# 4b on a quiet machine: the ramp's queue paused and its relay drained
+# (at most a minute) before the leader section.
+putq $DQ '{"state":"PAUSED"}'
+for _ in $(seq 600); do (( $($RC XLEN "wr:{$DQ}:outbox") == 0 )) && break; sleep 0.1; done
+lead_run
 # failover: a second replica, SIGKILL the leader, time to the next admission
 putq $DQ '{"state":"OPEN","admissionRatePerSec":175}'
 D2=$(startdisp d2 "$(freeport)"); pids+=($D2)
@@ -506,6 +585,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | admission accuracy at 175/s (${DISP_WIN} s) | ${i175} issued of ${e175} expected | | ${p175} % |
 | admission accuracy at 10,000/s (${DISP_WIN} s) | ${i10k} issued of ${e10k} expected | | ${p10k} % |
 | highest rate one leader sustains (>= 97 %) | ${best}/s | | |
+| one leader, one queue at ${LEAD_RATE}/s for ${LEAD_WIN} s (TOKEN_EVENTS=batch) | ${lead_issued:-?} admitted of ${lead_expected:-?} expected: rate error ${lead_err:-?} %; ${lead_inv:-?} inversions; TokenIssued to browser (SSE, ${lead_fan_n:-?} streams) p50 ${lead_fan_p50:-?} ms, p99 ${lead_fan_p99:-?} ms | targets: rate error <= 1 %, 0 inversions, fan-out p99 <= 250 ms | |
 | failover gap after SIGKILL of the leader (default lease 600 ms, tick 100 ms) | ${gap:-not seen} s | expected 0.4 to 0.7 s (lease - time since renewal + tick) | |
 | orders/s on one hot product row, group commit (BenchmarkHotRowSideBySide, 40 clients) | ${hot_group} orders/s; at 80 %: p50 ${hot_g50} ms, p99 ${hot_g99} ms | pgbench conditional UPDATE of the same row: ${pg_tps} tps (at 80 %: p50 ${hot_b50} ms, p99 ${hot_b99} ms); a transaction an order: ${hot_alone} orders/s (at 80 %: p50 ${hot_a50} ms, p99 ${hot_a99} ms) | ${hot_vs_pg} of pgbench; ${hot_vs_alone} of a transaction an order |
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
@@ -591,6 +671,38 @@ to the broker on this machine the ramp measures the relay, not the tick.
 | 10000 | ${i10k} | ${e10k} | ${p10k} % |
 ${ramp_rows}
 Highest rate one leader sustained at >= 97 %: **${best}/s** (the ramp stops at the first step below 97 %, or at 100,000/s, the knob's maximum).
+
+### One leader at ${LEAD_RATE}/s for ${LEAD_WIN} s
+
+A queue of its own (\`lead-<pid>\`, $(( LEAD_RATE * (LEAD_WIN + 5) )) people written with ZADD as above,
+\`tokenTtlSeconds\` 600), one dispatcher with \`TOKEN_EVENTS=batch\` (one
+TokensIssued message for a queue's admissions of a relay round, routing key
+tokens.issued), a notification-service (\`SSE_MAX_STREAMS_PER_IP=0 SSE_POSITION_INTERVAL=1h\`)
+and \`${LEAD_AWCMD:-admitwatch}\`
+(deploy/loadgen/cmd/admitwatch): its own exclusive queue bound to token.issued
+and tokens.issued, and $LEAD_STREAMS SSE streams of people the window admits,
+each open (first frame received) before admission starts. The ramp's queue is
+paused and its relay drained first. The queue is set OPEN at ${LEAD_RATE}/s;
+after 1.5 s, \`issuedTotal\` and Redis's \`TIME\` are read in one script call at
+each end of the window. Inversions: over every token received, ordered by
+(occurred_at, order of arrival), the tokens with a lower sequence than one
+before them. Fan-out: the arrival of a stream's \`admitted\` frame minus its
+token's occurred_at (the admission tick's Redis time), so it holds the outbox,
+the relay, the broker and the notification-service; the broker and the
+notification-service's parts are given beside it.
+
+| figure | measured | target |
+|---|---|---|
+| admitted in the window | ${lead_issued:-?} of ${lead_expected:-?} expected (${lead_secs:-?} s) | |
+| rate error, \|admitted - expected\| / expected | ${lead_err:-?} % | <= 1 % |
+| inversions (duplicates) | ${lead_inv:-?} (${lead_dup:-?}) | 0 |
+| TokenIssued to browser, ${lead_fan_n:-?} streams of ${lead_fan_adm:-?} admitted | p50 ${lead_fan_p50:-?} ms, p99 **${lead_fan_p99:-?} ms**, max ${lead_fan_max:-?} ms | p99 <= 250 ms |
+| occurred_at to admitwatch's queue (outbox, relay, broker) | p50 ${lead_amqp_p50:-?} ms, p99 ${lead_amqp_p99:-?} ms | |
+| the notification-service's part (frame - the token's arrival at admitwatch) | p50 ${lead_notify_p50:-?} ms, p99 ${lead_notify_p99:-?} ms | |
+| tokens admitwatch saw in its window (by occurred_at), admission ticks among them, messages in the run | ${lead_aw_tokens:-?} (${lead_aw_rate:-?}/s), ${lead_ticks:-?} ticks, ${lead_msgs:-?} messages | |
+| outbox backlog at the end | ${lead_outbox:-?} entries | |
+
+\`${lead_line:-admitwatch gave no figures}\`
 
 Failover: a second replica started; leader was ${LNAME} (lock \`${lock}\`);
 SIGKILL, \`issuedTotal\` polled every 20 ms: the longest time without an
@@ -721,7 +833,8 @@ fi
 figs=()
 for v in cores e_rps p_rps b_rps ev_rps zr_rps gw_cpu_pct gw_cpu_rps t_rps t_cpp t_front best gap \
   hot_group hot_alone pg_tps mem_per big_n big_e_rps big_mem_per big_t_rps big_cpp big_cpu \
-  sse_rss sse_heap sse_stack sse_p99 draw_s sh1_eps sh1_busy sh1_cpu sh3_eps sh3_busy sh3_cpu re0 re1 ra0 ra1; do
+  sse_rss sse_heap sse_stack sse_p99 draw_s sh1_eps sh1_busy sh1_cpu sh3_eps sh3_busy sh3_cpu re0 re1 ra0 ra1 \
+  lead_issued lead_expected lead_err lead_inv lead_dup lead_fan_n lead_fan_p50 lead_fan_p99 lead_fan_max lead_amqp_p99 lead_notify_p99; do
   [[ $v == cores ]] && { figs+=("cores=$ncpu"); continue; }
   figs+=("$v=${!v:-}")
 done

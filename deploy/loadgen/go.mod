@@ -2,7 +2,10 @@ module github.com/waitingroom/waitingroom/deploy/loadgen
 
 go 1.26.8
 
-require github.com/waitingroom/waitingroom/pkg v0.0.0
+require (
+	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/waitingroom/waitingroom/pkg v0.0.0
+)
 
 require (
 	github.com/MicahParks/jwkset v0.11.4 // indirect
@@ -30,7 +33,6 @@ require (
 	github.com/pelletier/go-toml/v2 v2.2.4 // indirect
 	github.com/quic-go/qpack v0.6.0 // indirect
 	github.com/quic-go/quic-go v0.59.0 // indirect
-	github.com/rabbitmq/amqp091-go v1.16.0 // indirect
 	github.com/twitchyliquid64/golang-asm v0.15.1 // indirect
 	github.com/ugorji/go/codec v1.3.1 // indirect
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect

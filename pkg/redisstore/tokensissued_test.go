@@ -145,3 +145,25 @@ func TestATickOfTwelveThousandAdmitsEveryoneInOrder(t *testing.T) {
 		t.Fatalf("the largest tick admitted %d (ticks: %d), want one above Lua's unpack limit", most, len(perTick))
 	}
 }
+
+// A token the person still holds when admitted again is replaced whole:
+// nothing of the old one is left in the new one.
+func TestAdmissionReplacesATokenStillHeldWhole(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	q := newQueue(t, s, func(c *queue.Config) { c.AdmissionRatePerSec = queue.MaxAdmissionRate })
+	ctx := context.Background()
+	k := redisstore.KeysFor(q)
+	fill(t, s, q, 2)
+	if err := rdb.HSet(ctx, k.Token("u0000"), "tokenId", "old", "stale", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch := lead(t, s, q, "a")
+	lcAdmit(t, s, q, epoch, 0, 2)
+	for _, u := range []string{"u0000", "u0001"} {
+		tok := rdb.HGetAll(ctx, k.Token(u)).Val()
+		if len(tok) != 5 || tok["stale"] != "" || tok["tokenId"] == "old" || tok["tokenId"] == "" {
+			t.Fatalf("%s's token after admission: %v, want the 5 fields of a new one", u, tok)
+		}
+	}
+}

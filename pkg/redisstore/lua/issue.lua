@@ -337,7 +337,7 @@ if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
     mark = cfg[1] ~= 'CLOSED'
   end
 end
-local heads = {}
+local heads, had_token = {}, {}
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
@@ -391,9 +391,12 @@ if cfg[1] == 'OPEN' then
   -- keeps their place for them.
   tail_reached = tracked and #heads < 2 * can
   if #heads > 0 then
+    local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
     for i = 1, #heads, 2 do
-      redis.call('EXISTS', prefix .. 'token:' .. heads[i])
-      redis.call('EXISTS', prefix .. 'status:' .. heads[i])
+      -- A token the person still holds is replaced whole (deleted first);
+      -- most hold none, and are spared the DEL.
+      had_token[(i + 1) / 2] = redis.call('EXISTS', token_prefix .. heads[i]) == 1
+      redis.call('EXISTS', status_prefix .. heads[i])
     end
     -- One key an EXISTS: a two-key EXISTS on keys missing from an
     -- importing slot stalled every tick (TestSlotMigration...).
@@ -509,7 +512,7 @@ local spread = tonumber(cfg[5])
 local issued = #heads / 2
 if issued > 0 then
   -- The swept are out of the line already: the present heads are its first.
-  redis.call('ZPOPMIN', KEYS[2], issued)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, issued - 1)
   if tracked then
     local users = {}
     for i = 1, issued do
@@ -558,6 +561,7 @@ end
 -- batch of n adds n - 1; outbox_ack.lua takes it back), so the bound
 -- above counts people.
 local slots, users, tids, seqs, acts = {}, {}, {}, {}, {}
+local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
   local secret, tid = ARGV[13 + 2 * i], ARGV[14 + 2 * i]
@@ -565,11 +569,13 @@ for i = 1, issued do
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
   local expires = activate + ttl_ms
-  local tkey = prefix .. 'token:' .. user
-  redis.call('DEL', tkey)
+  local tkey = token_prefix .. user
+  if had_token[i] then
+    redis.call('DEL', tkey)
+  end
   redis.call('HSET', tkey, 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', seq)
   redis.call('PEXPIREAT', tkey, expires)
-  redis.call('SET', prefix .. 'status:' .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
+  redis.call('SET', status_prefix .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
   slots[#slots + 1], slots[#slots + 2] = expires, user
   users[i], tids[i], seqs[i], acts[i] = user, tid, seq, string.format('%d', activate)
   if #slots >= 2 * UNPACK_MAX or i == issued then
