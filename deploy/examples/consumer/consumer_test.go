@@ -108,21 +108,7 @@ func TestConsumerHandlesEachEventOnce(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	for _, n := range []struct {
-		name      string
-		got, want int64
-	}{
-		{"handled", s.Handled.Load(), 3},
-		{"duplicates", s.Duplicates.Load(), 1},
-		{"ignored", s.Ignored.Load(), 1},
-		{"rejected", s.Rejected.Load(), 1},
-		{"retried", s.Retried.Load(), 1},
-		{"redelivered", s.Redelivered.Load(), 1}, // the retried one
-	} {
-		if n.got != n.want {
-			t.Errorf("%s: %d, want %d", n.name, n.got, n.want)
-		}
-	}
+	wantStats(t, s, 3, 1, 1, 1, 1, 1) // redelivered: the retried one
 	// o2 ran twice: it failed once and was not remembered.
 	if got, want := rec.snapshot(), map[string]int{"o1.created": 1, "o2.failed": 2, "o5.created": 1}; !maps.Equal(got, want) {
 		t.Errorf("handler calls %v, want %v", got, want)
@@ -196,21 +182,7 @@ func TestConsumerHandlesTokensIssued(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	for _, n := range []struct {
-		name      string
-		got, want int64
-	}{
-		{"handled", s.Handled.Load(), 3},
-		{"duplicates", s.Duplicates.Load(), 4},
-		{"ignored", s.Ignored.Load(), 1},
-		{"rejected", s.Rejected.Load(), 1},
-		{"retried", s.Retried.Load(), 1},
-		{"redelivered", s.Redelivered.Load(), 1},
-	} {
-		if n.got != n.want {
-			t.Errorf("%s: %d, want %d", n.name, n.got, n.want)
-		}
-	}
+	wantStats(t, s, 3, 4, 1, 1, 1, 1)
 	// Nothing of the batch without an id was handled, not even its t5.
 	if got, want := rec.snapshot(), map[string]int{"t1.issued": 1, "t2.issued": 1, "t3.issued": 2, "t4.issued": 1}; !maps.Equal(got, want) {
 		t.Errorf("handler calls %v, want %v", got, want)
@@ -326,5 +298,26 @@ func TestConsumerWaitsForTheExchange(t *testing.T) {
 	}
 	if got, want := rec.snapshot(), map[string]int{"o1.created": 1}; !maps.Equal(got, want) {
 		t.Errorf("handler calls %v, want %v", got, want)
+	}
+}
+
+// wantStats checks s's counts: handled, duplicates, ignored, rejected,
+// retried and redelivered.
+func wantStats(t *testing.T, s *Stats, handled, duplicates, ignored, rejected, retried, redelivered int64) {
+	t.Helper()
+	for _, n := range []struct {
+		name      string
+		got, want int64
+	}{
+		{"handled", s.Handled.Load(), handled},
+		{"duplicates", s.Duplicates.Load(), duplicates},
+		{"ignored", s.Ignored.Load(), ignored},
+		{"rejected", s.Rejected.Load(), rejected},
+		{"retried", s.Retried.Load(), retried},
+		{"redelivered", s.Redelivered.Load(), redelivered},
+	} {
+		if n.got != n.want {
+			t.Errorf("%s: %d, want %d", n.name, n.got, n.want)
+		}
 	}
 }

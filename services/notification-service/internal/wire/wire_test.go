@@ -185,36 +185,14 @@ func TestTwoReplicasEveryUserGetsExactlyTheirOwnAdmission(t *testing.T) {
 	defer cancel()
 
 	const users = 200
-	streams := make([]*sse, users)
-	errs := make([]error, users)
-	var wg sync.WaitGroup
-	for i := range users {
-		wg.Go(func() { streams[i], errs[i] = open(t, ctx, urls[i%2], q, fmt.Sprintf("user-%03d", i), ver) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("stream %d: %v", i, err)
-		}
-	}
+	streams := openStreams(t, ctx, urls, q, users, ver)
 	batch := make([]broker.Event, users)
 	now := time.Now()
 	for i := range users {
 		batch[i] = issued(q, fmt.Sprintf("user-%03d", i), fmt.Sprintf("tok-%03d", i), now)
 	}
 	publish(t, cfg, batch)
-	deadline := time.Now().Add(15 * time.Second)
-	for i := 0; i < users; {
-		if len(streams[i].tokens()) >= 1 {
-			i++
-			continue
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("user %d got no admission within 15s", i)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // let any duplicate or stray event arrive
+	awaitAdmissions(t, streams)
 	var lags []time.Duration
 	for i, s := range streams {
 		toks := s.tokens()
@@ -247,18 +225,7 @@ func TestABatchOfAdmissionsReachesEachPersonOnce(t *testing.T) {
 	defer cancel()
 
 	const users = 100
-	streams := make([]*sse, users)
-	errs := make([]error, users)
-	var wg sync.WaitGroup
-	for i := range users {
-		wg.Go(func() { streams[i], errs[i] = open(t, ctx, url, q, fmt.Sprintf("user-%03d", i), ver) })
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("stream %d: %v", i, err)
-		}
-	}
+	streams := openStreams(t, ctx, []string{url}, q, users, ver)
 	now := time.Now()
 	b := &waitingroomv1.TokensIssued{EventId: "tok-000.issued.batch", OccurredAt: timestamppb.New(now), QueueId: q}
 	for i := range users {
@@ -266,8 +233,39 @@ func TestABatchOfAdmissionsReachesEachPersonOnce(t *testing.T) {
 	}
 	batch := broker.Event{ID: b.EventId, RoutingKey: events.RoutingKeyTokensIssued, Time: now, Message: b}
 	publish(t, cfg, []broker.Event{batch, issued(q, "user-000", "tok-000", now), batch})
+	awaitAdmissions(t, streams)
+	for i, s := range streams {
+		if toks := s.tokens(); len(toks) != 1 || toks[0] != fmt.Sprintf("tok-%03d", i) {
+			t.Errorf("user %d got admissions %v, want exactly [tok-%03d]", i, toks, i)
+		}
+	}
+}
+
+// openStreams opens the streams of users user-000... of q, one after the
+// other on each of urls, and fails the test if any could not be.
+func openStreams(t *testing.T, ctx context.Context, urls []string, q string, users int, ver *auth.Verifier) []*sse {
+	t.Helper()
+	streams := make([]*sse, users)
+	errs := make([]error, users)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Go(func() { streams[i], errs[i] = open(t, ctx, urls[i%len(urls)], q, fmt.Sprintf("user-%03d", i), ver) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+	}
+	return streams
+}
+
+// awaitAdmissions waits up to 15 s for every stream's first admission,
+// then 300 ms more for any duplicate or stray event.
+func awaitAdmissions(t *testing.T, streams []*sse) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for i := 0; i < users; {
+	for i := 0; i < len(streams); {
 		if len(streams[i].tokens()) >= 1 {
 			i++
 			continue
@@ -277,10 +275,5 @@ func TestABatchOfAdmissionsReachesEachPersonOnce(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // let any duplicate or stray event arrive
-	for i, s := range streams {
-		if toks := s.tokens(); len(toks) != 1 || toks[0] != fmt.Sprintf("tok-%03d", i) {
-			t.Errorf("user %d got admissions %v, want exactly [tok-%03d]", i, toks, i)
-		}
-	}
+	time.Sleep(300 * time.Millisecond)
 }
