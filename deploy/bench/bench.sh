@@ -7,8 +7,9 @@
 # BENCH_QUICK=1 shortens every run (5 s wrk, 10 s dispatcher windows);
 # BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1),
 # BENCH_ONLY=million runs only the line of a million (3b), BENCH_ONLY=leader
-# only one leader at 50,000/s (4b: LEADER_WINDOW seconds, default 30, 10 with
-# BENCH_QUICK=1; LEADER_STREAMS SSE streams, default 2000); each prints its
+# only one leader at 50,000/s (4b: LEADER_RATE a second, default 50000;
+# LEADER_WINDOW seconds, default 30, 10 with BENCH_QUICK=1; LEADER_STREAMS
+# SSE streams, default 2000); each prints its
 # figures without writing BENCHMARKS.md.
 # Everything runs against a private redis-server on a free port; processes
 # started here are stopped by PID on exit.
@@ -120,7 +121,7 @@ issued_now() { # queue -> "issuedTotal seconds" (Redis TIME, read in the same sc
 # tokens.issued and opens LEAD_STREAMS SSE streams for people the window
 # admits; one dispatcher with TOKEN_EVENTS=batch; then OPEN at LEAD_RATE,
 # 1.5 s settling, issuedTotal over the window. Needs GW, ADMIN (a gateway).
-LEAD_RATE=50000; LEAD_WIN=${LEADER_WINDOW:-30}; [[ $QUICK == 1 ]] && LEAD_WIN=10
+LEAD_RATE=${LEADER_RATE:-50000}; LEAD_WIN=${LEADER_WINDOW:-30}; [[ $QUICK == 1 ]] && LEAD_WIN=10
 LEAD_STREAMS=${LEADER_STREAMS:-2000}
 lead_run() {
   LQ=lead-$$

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -56,9 +58,10 @@ func (s *Store) Issue(ctx context.Context, q string, r queue.IssueRequest) (queu
 }
 
 // issueArgs are the issue script's arguments for one tick of the line with
-// keys k; tick is its id (Store.nextTick).
-func issueArgs(q string, line int, k Keys, r queue.IssueRequest, tick string) []any {
-	args := make([]any, 0, 14+2*len(r.Grants))
+// keys k; tick is its id (Store.nextTick); cluster: the store is on a Redis
+// Cluster, whose slots may move (the script reads per-user keys first).
+func issueArgs(q string, line int, k Keys, r queue.IssueRequest, tick string, cluster bool) []any {
+	args := make([]any, 0, 15+2*len(r.Grants))
 	var rate, share any = "", ""
 	if r.Rate > 0 {
 		rate = strconv.FormatFloat(r.Rate, 'f', -1, 64)
@@ -67,7 +70,7 @@ func issueArgs(q string, line int, k Keys, r queue.IssueRequest, tick string) []
 		share = strconv.FormatFloat(r.Share, 'f', -1, 64)
 	}
 	args = append(args, r.Epoch, k.Prefix(), r.Tick.Milliseconds(), q, tick,
-		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History), orderPath(r.OrderPath))
+		r.OutboxBound, rate, r.RateReason, share, r.TraceParent, r.TraceState, r.Heads, flag(r.History), orderPath(r.OrderPath), flag(cluster))
 	for _, g := range r.Grants {
 		args = append(args, queue.LineToken(line, g.Secret), queue.LineToken(line, g.TokenID))
 	}
@@ -171,6 +174,12 @@ func orderPath(p *queue.OrderPath) string {
 }
 
 // flag is a script's boolean argument: "1" or empty.
+// onCluster reports whether the store talks to a Redis Cluster.
+func (s *Store) onCluster() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"

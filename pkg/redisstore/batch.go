@@ -22,7 +22,7 @@ func (s *Store) IssueAll(ctx context.Context, calls []queue.IssueCall) []queue.I
 	args := make([][]any, len(calls))
 	for _, i := range ok {
 		c := calls[i]
-		args[i] = issueArgs(c.QueueID, c.Line, keys[i].k, c.IssueRequest, s.nextTick())
+		args[i] = issueArgs(c.QueueID, c.Line, keys[i].k, c.IssueRequest, s.nextTick(), s.onCluster())
 	}
 	for i := range calls {
 		if keys[i].err != nil {

@@ -146,8 +146,9 @@ func TestATickOfTwelveThousandAdmitsEveryoneInOrder(t *testing.T) {
 	}
 }
 
-// A token the person still holds when admitted again is replaced whole:
-// nothing of the old one is left in the new one.
+// A token the person still holds when admitted again (written by issue or
+// restore, which write the same five fields) is replaced whole, its
+// expiry too.
 func TestAdmissionReplacesATokenStillHeldWhole(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
@@ -155,15 +156,15 @@ func TestAdmissionReplacesATokenStillHeldWhole(t *testing.T) {
 	ctx := context.Background()
 	k := redisstore.KeysFor(q)
 	fill(t, s, q, 2)
-	if err := rdb.HSet(ctx, k.Token("u0000"), "tokenId", "old", "stale", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
+	grantToken(t, rdb, q, "u0000", "old-secret", "old", time.Hour)
 	epoch := lead(t, s, q, "a")
 	lcAdmit(t, s, q, epoch, 0, 2)
 	for _, u := range []string{"u0000", "u0001"} {
 		tok := rdb.HGetAll(ctx, k.Token(u)).Val()
-		if len(tok) != 5 || tok["stale"] != "" || tok["tokenId"] == "old" || tok["tokenId"] == "" {
-			t.Fatalf("%s's token after admission: %v, want the 5 fields of a new one", u, tok)
+		exp, _ := strconv.ParseInt(tok[redisstore.TokenFieldExpiresAt], 10, 64)
+		at := rdb.PExpireTime(ctx, k.Token(u)).Val()
+		if len(tok) != 5 || tok["tokenId"] == "old" || tok["tokenId"] == "" || tok[redisstore.TokenFieldSecret] == "old-secret" || at.Milliseconds() != exp {
+			t.Fatalf("%s's token after admission: %v expiring at %d, want the 5 fields of a new one, expiring at its expiresAt", u, tok, at.Milliseconds())
 		}
 	}
 }

@@ -13,11 +13,15 @@
 -- grants, which a retry of it may already have handed out, to the next
 -- people in line.
 --
--- Every key is read before the first write. Per-user keys (token:<user>,
--- status:<user>) are built from the queue's prefix, which carries the hash
--- tag, so they share the queue's slot; while that slot is migrating a key
--- this node does not hold makes the read fail, and the script stops before
--- it has changed anything (the caller retries the tick).
+-- On a cluster (ARGV 15) every key is read before the first write.
+-- Per-user keys (token:<user>, status:<user>) are built from the queue's
+-- prefix, which carries the hash tag, so they share the queue's slot;
+-- while that slot is migrating a key this node does not hold makes the
+-- read fail, and the script stops before it has changed anything (the
+-- caller retries the tick). A Redis without slots (one node, a Sentinel
+-- set) has no slot to move, and is spared those two reads a person: at
+-- tens of thousands of admissions a second they were two of a person's
+-- five calls.
 --
 -- A queue whose start time came has its pre-queue closed here, if an enter
 -- has not done it first (schedule, in the prelude); while the leader places
@@ -67,7 +71,8 @@
 --       14 the order path's health from the leader's reports ("<p95 ms>,
 --       <attempts>,<created>,<unavailable>,<outbox backlog>", '' for none),
 --       recorded as orderPath / orderPathMs for the admin view,
---       15.. (secret, token id) pairs made by the caller, one per possible admission
+--       15 '1' on a Redis Cluster (per-user keys read before any write),
+--       16.. (secret, token id) pairs made by the caller, one per possible admission
 -- Reply: {outcome, issued, expired, waiting after, held reason, rate, mode,
 -- min rate, max rate, target latency ms, config version, interval ms,
 -- traceparents[, enter times]}, outcome OK | PAUSED | HELD; or
@@ -337,12 +342,12 @@ if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
     mark = cfg[1] ~= 'CLOSED'
   end
 end
-local heads, had_token = {}, {}
+local heads = {}
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
 if cfg[1] == 'OPEN' then
-  local grants = math.floor((#ARGV - 14) / 2)
+  local grants = math.floor((#ARGV - 15) / 2)
   -- What this tick could admit, however many wait.
   local can = math.min(math.floor(credit), batch_cap, grants, room - expiring - #abandoning - #sending)
   local max_active = tonumber(cfg[3])
@@ -391,12 +396,12 @@ if cfg[1] == 'OPEN' then
   -- keeps their place for them.
   tail_reached = tracked and #heads < 2 * can
   if #heads > 0 then
-    local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
-    for i = 1, #heads, 2 do
-      -- A token the person still holds is replaced whole (deleted first);
-      -- most hold none, and are spared the DEL.
-      had_token[(i + 1) / 2] = redis.call('EXISTS', token_prefix .. heads[i]) == 1
-      redis.call('EXISTS', status_prefix .. heads[i])
+    if ARGV[15] == '1' then
+      local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
+      for i = 1, #heads, 2 do
+        redis.call('EXISTS', token_prefix .. heads[i])
+        redis.call('EXISTS', status_prefix .. heads[i])
+      end
     end
     -- One key an EXISTS: a two-key EXISTS on keys missing from an
     -- importing slot stalled every tick (TestSlotMigration...).
@@ -564,15 +569,14 @@ local slots, users, tids, seqs, acts = {}, {}, {}, {}, {}
 local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
-  local secret, tid = ARGV[13 + 2 * i], ARGV[14 + 2 * i]
+  local secret, tid = ARGV[14 + 2 * i], ARGV[15 + 2 * i]
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
   local expires = activate + ttl_ms
+  -- A token the person may still hold is replaced whole: its only writers
+  -- (this script and restore.lua) write these five fields.
   local tkey = token_prefix .. user
-  if had_token[i] then
-    redis.call('DEL', tkey)
-  end
   redis.call('HSET', tkey, 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', seq)
   redis.call('PEXPIREAT', tkey, expires)
   redis.call('SET', status_prefix .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)

@@ -683,7 +683,7 @@ func TestIssueOnAMigratingSlotWritesNothing(t *testing.T) {
 				}
 				return ks
 			},
-			wantErr: errNonLocal, wantLine: "redis.call('EXISTS', prefix .. 'token:'",
+			wantErr: errNonLocal, wantLine: "redis.call('EXISTS', token_prefix .. heads[i])",
 		},
 		{
 			name:   "expired slots' markers moved",

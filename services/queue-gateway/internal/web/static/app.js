@@ -102,21 +102,25 @@ function chooseLanguage(langs) {
 // status line is said again only if it had been said in another language.
 async function setLanguage(code) {
   const lang = S.cfg.languages.find((l) => l.code === code) || S.cfg.languages.find((l) => l.code === 'en');
+  // Loaded aside and switched to in one step: a poll answered while the
+  // shop's wording loads says the page in the old language, never the new
+  // words under the old lang and dir.
+  let msgs;
   for (;;) {
     try {
       const r = await api(lang.url);
-      if (r.status === 200) { L.msgs = r.body; break; }
+      if (r.status === 200) { msgs = r.body; break; }
     } catch { /* retried */ }
     await sleep(NETWORK_RETRY_MS);
   }
-  if (lang.code === 'en') L.en = L.msgs;
+  if (lang.code === 'en') L.en = msgs;
   // The shop's own wording of this sale, over the page's (none, or the
   // gateway unreachable: the page's).
   if (QUEUE_ID.test(S.queue)) {
     const own = await api(`${gw('texts')}/${lang.code}`).catch(() => ({ status: 0 }));
-    if (own.status === 200) L.msgs = { ...L.msgs, ...own.body };
+    if (own.status === 200) msgs = { ...msgs, ...own.body };
   }
-  Object.assign(L, { code: lang.code, dir: lang.dir });
+  Object.assign(L, { msgs, code: lang.code, dir: lang.dir });
   formatters.clear();
   document.documentElement.lang = lang.code;
   document.documentElement.dir = lang.dir;
