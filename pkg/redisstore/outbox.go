@@ -232,7 +232,18 @@ func (s *Store) PruneOutboxConsumers(ctx context.Context, q, self string, idle t
 }
 
 func decodeEvents(q string, msgs []redis.XMessage) []queue.Event {
-	out := make([]queue.Event, 0, len(msgs))
+	// Sized for everyone at once: a TokensIssued entry is thousands of
+	// events, and growing the slice entry by entry copied them over and
+	// over.
+	n := 0
+	for _, m := range msgs {
+		if users, _ := m.Values["users"].(string); users != "" {
+			n += strings.Count(users, " ") + 1
+		} else {
+			n++
+		}
+	}
+	out := make([]queue.Event, 0, n)
 	for _, m := range msgs {
 		v := func(k string) string { s, _ := m.Values[k].(string); return s }
 		ms := func(k string) time.Time {

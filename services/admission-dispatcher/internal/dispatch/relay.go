@@ -249,7 +249,11 @@ func (r *relay) round(ctx context.Context) error {
 		}
 		return err
 	}
-	var events []queue.Event
+	n := 0
+	for _, b := range found {
+		n += len(b.Events)
+	}
+	events := make([]queue.Event, 0, n)
 	for _, b := range found {
 		events = append(events, b.Events...)
 	}
