@@ -1,7 +1,7 @@
 -- issue: the leader's tick. Prunes expired slots, adds rate x elapsed to the
 -- admission credit, pops the head of the line and gives each person a token,
--- a status marker, a slot and a TokenIssued event. One script: a crash leaves
--- all of it or none of it.
+-- a status marker and a slot, and the tick's admitted one TokensIssued outbox
+-- entry. One script: a crash leaves all of it or none of it.
 --
 -- Safe to run twice, and never late. The tick carries an id, a number that
 -- only grows within the leader's epoch; the dispatch hash keeps the id, its
