@@ -343,6 +343,7 @@ if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
   end
 end
 local heads = {}
+local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
@@ -397,7 +398,6 @@ if cfg[1] == 'OPEN' then
   tail_reached = tracked and #heads < 2 * can
   if #heads > 0 then
     if ARGV[15] == '1' then
-      local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
       for i = 1, #heads, 2 do
         redis.call('EXISTS', token_prefix .. heads[i])
         redis.call('EXISTS', status_prefix .. heads[i])
@@ -566,7 +566,6 @@ end
 -- batch of n adds n - 1; outbox_ack.lua takes it back), so the bound
 -- above counts people.
 local slots, users, tids, seqs, acts = {}, {}, {}, {}, {}
-local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
 for i = 1, issued do
   local user, seq = heads[2 * i - 1], heads[2 * i]
   local secret, tid = ARGV[14 + 2 * i], ARGV[15 + 2 * i]

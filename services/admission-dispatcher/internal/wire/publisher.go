@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/waitingroom/waitingroom/pkg/broker"
 	"github.com/waitingroom/waitingroom/pkg/events"
+	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
 	"github.com/waitingroom/waitingroom/pkg/queue"
 )
 
@@ -33,30 +36,29 @@ type eventPublisher struct {
 func (p eventPublisher) Publish(ctx context.Context, batch []queue.Event) error {
 	out := make([]broker.Event, 0, len(batch))
 	for i := 0; i < len(batch); {
-		e := batch[i]
+		e, n := batch[i], 1
+		var msg proto.Message
+		var id, key string
+		var err error
 		if p.batch && e.Type == queue.EventTokenIssued {
-			j := i + 1
-			for j < len(batch) && j-i < maxTokensPerMessage && batch[j].Type == queue.EventTokenIssued && batch[j].QueueID == e.QueueID {
-				j++
+			for i+n < len(batch) && n < maxTokensPerMessage && batch[i+n].Type == queue.EventTokenIssued && batch[i+n].QueueID == e.QueueID {
+				n++
 			}
-			msg, key, err := events.TokensIssuedFromOutbox(batch[i:j])
-			if err != nil {
-				return fmt.Errorf("outbox entry %s: %w", e.StreamID, err)
-			}
-			out = append(out, broker.Event{ID: msg.GetEventId(), RoutingKey: key, Time: e.OccurredAt, Message: msg,
-				TraceParent: e.TraceParent, TraceState: e.TraceState})
-			i = j
-			continue
+			var m *waitingroomv1.TokensIssued
+			m, key, err = events.TokensIssuedFromOutbox(batch[i : i+n])
+			msg, id = m, m.GetEventId()
+		} else {
+			msg, key, err = events.FromOutbox(e)
+			id = e.ID
 		}
-		msg, key, err := events.FromOutbox(e)
 		if err != nil {
 			// A malformed entry would block the outbox forever; it cannot
 			// come from our scripts, so this is a bug worth stopping for.
 			return fmt.Errorf("outbox entry %s: %w", e.StreamID, err)
 		}
-		out = append(out, broker.Event{ID: e.ID, RoutingKey: key, Time: e.OccurredAt, Message: msg,
+		out = append(out, broker.Event{ID: id, RoutingKey: key, Time: e.OccurredAt, Message: msg,
 			TraceParent: e.TraceParent, TraceState: e.TraceState})
-		i++
+		i += n
 	}
 	return p.pub.Publish(ctx, out...)
 }

@@ -21,33 +21,39 @@ func tokenEvents() broker.QueueSpec {
 		Prefetch: 256}
 }
 
-// handle turns a token event into an "admitted" push: a TokenIssued, each
-// token of a TokensIssued (the dispatcher's TOKEN_EVENTS=batch), a
-// TokenRestored.
-func handle(svc *stream.Service) func(context.Context, broker.Delivery) broker.Result {
-	issued := events.TypeName(&waitingroomv1.TokenIssued{})
-	batch := events.TypeName(&waitingroomv1.TokensIssued{})
-	restored := events.TypeName(&waitingroomv1.TokenRestored{})
-	admitted := func(e *waitingroomv1.TokenIssued) {
-		svc.Admitted(e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetActivateAt().AsTime(), e.GetExpiresAt().AsTime(), e.GetOccurredAt().AsTime())
+// The AMQP types of the events that admit people.
+var (
+	typeIssued   = events.TypeName(&waitingroomv1.TokenIssued{})
+	typeBatch    = events.TypeName(&waitingroomv1.TokensIssued{})
+	typeRestored = events.TypeName(&waitingroomv1.TokenRestored{})
+)
+
+// admissions reads the people a delivery admits: the one of a TokenIssued,
+// each of a TokensIssued (the dispatcher's TOKEN_EVENTS=batch); nobody for
+// another type. ok is false for a body that does not decode.
+func admissions(d broker.Delivery) (tokens []*waitingroomv1.TokenIssued, ok bool) {
+	switch d.Type {
+	case typeIssued:
+		var e waitingroomv1.TokenIssued
+		if proto.Unmarshal(d.Body, &e) != nil {
+			return nil, false
+		}
+		return []*waitingroomv1.TokenIssued{&e}, true
+	case typeBatch:
+		var e waitingroomv1.TokensIssued
+		if proto.Unmarshal(d.Body, &e) != nil {
+			return nil, false
+		}
+		return e.GetTokens(), true
 	}
+	return nil, true
+}
+
+// handle turns a token event into an "admitted" push: each person a
+// TokenIssued or TokensIssued admits, a TokenRestored.
+func handle(svc *stream.Service) func(context.Context, broker.Delivery) broker.Result {
 	return func(_ context.Context, d broker.Delivery) broker.Result {
-		switch d.Type {
-		case issued:
-			var e waitingroomv1.TokenIssued
-			if proto.Unmarshal(d.Body, &e) != nil {
-				return broker.DeadLetter
-			}
-			admitted(&e)
-		case batch:
-			var e waitingroomv1.TokensIssued
-			if proto.Unmarshal(d.Body, &e) != nil {
-				return broker.DeadLetter
-			}
-			for _, t := range e.GetTokens() {
-				admitted(t)
-			}
-		case restored:
+		if d.Type == typeRestored {
 			var e waitingroomv1.TokenRestored
 			if proto.Unmarshal(d.Body, &e) != nil {
 				return broker.DeadLetter
@@ -55,6 +61,14 @@ func handle(svc *stream.Service) func(context.Context, broker.Delivery) broker.R
 			// A restored token is active again at once.
 			at := e.GetOccurredAt().AsTime()
 			svc.Admitted(e.GetQueueId(), e.GetUserId(), e.GetTokenId(), minTime(at, time.Now()), e.GetExpiresAt().AsTime(), at)
+			return broker.Ack
+		}
+		tokens, ok := admissions(d)
+		if !ok {
+			return broker.DeadLetter
+		}
+		for _, e := range tokens {
+			svc.Admitted(e.GetQueueId(), e.GetUserId(), e.GetTokenId(), e.GetActivateAt().AsTime(), e.GetExpiresAt().AsTime(), e.GetOccurredAt().AsTime())
 		}
 		return broker.Ack
 	}
@@ -81,25 +95,10 @@ func pushEvents(p Push) broker.QueueSpec {
 // answering the event is tried again a second later, up to the queue's
 // delivery limit; a token already pushed is not pushed again (ClaimPush).
 func pushTurn(svc *push.Service, concurrency int) func(context.Context, broker.Delivery) broker.Result {
-	issued := events.TypeName(&waitingroomv1.TokenIssued{})
-	batch := events.TypeName(&waitingroomv1.TokensIssued{})
 	return func(ctx context.Context, d broker.Delivery) broker.Result {
-		var tokens []*waitingroomv1.TokenIssued
-		switch d.Type {
-		case issued:
-			var e waitingroomv1.TokenIssued
-			if proto.Unmarshal(d.Body, &e) != nil {
-				return broker.DeadLetter
-			}
-			tokens = []*waitingroomv1.TokenIssued{&e}
-		case batch:
-			var e waitingroomv1.TokensIssued
-			if proto.Unmarshal(d.Body, &e) != nil {
-				return broker.DeadLetter
-			}
-			tokens = e.GetTokens()
-		default:
-			return broker.Ack
+		tokens, ok := admissions(d)
+		if !ok {
+			return broker.DeadLetter
 		}
 		var g errgroup.Group
 		g.SetLimit(concurrency)
