@@ -86,8 +86,8 @@ func (r *rig) newBuying(orderSvc string, rdb redis.UniversalClient, within time.
 	return &buying{
 		r: r, orderSvc: orderSvc, within: within, done: make(chan struct{}),
 		secret: func(u string) string {
-			s, _ := rdb.HGet(context.Background(), keys.Token(u), redisstore.TokenFieldSecret).Result()
-			return s
+			tok, _, _ := redisstore.ParseTokenMarker(rdb.Get(context.Background(), keys.Status(u)).Val())
+			return tok.Secret
 		},
 	}
 }

@@ -166,13 +166,14 @@ func TestDispatcherLeaderSIGKILL(t *testing.T) {
 	dup, ok := 0, 0
 	for _, u := range users {
 		ids := perUser[u]
-		redisID, _ := rdb.HGet(ctx, keys.Token(u), redisstore.TokenFieldID).Result()
 		status, _ := rdb.Get(ctx, keys.Status(u)).Result()
+		tok, _, held := redisstore.ParseTokenMarker(status)
+		redisID := tok.ID
 		switch {
 		case len(ids) > 1:
 			dup++
 			t.Errorf("%s has %d tokens: %v", u, len(ids), ids)
-		case len(ids) == 1 && ids[redisID] && status == redisstore.StatusTokenIssued+":"+redisID:
+		case len(ids) == 1 && ids[redisID] && held:
 			ok++
 		default:
 			t.Errorf("%s: event token ids %v, redis token %q status %q", u, ids, redisID, status)

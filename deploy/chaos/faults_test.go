@@ -28,11 +28,12 @@ func (r *rig) admitAll(gateway string, users []string) map[string][2]string {
 
 func tokenID(t *testing.T, r *rig, user string) string {
 	rdb := testenv.Redis(t)
-	id, err := rdb.HGet(context.Background(), redisstore.KeysFor(r.q).Token(user), redisstore.TokenFieldID).Result()
-	if err != nil {
-		t.Fatalf("token id of %s: %v", user, err)
+	m, err := rdb.Get(context.Background(), redisstore.KeysFor(r.q).Status(user)).Result()
+	tok, _, held := redisstore.ParseTokenMarker(m)
+	if err != nil || !held {
+		t.Fatalf("token id of %s: marker %q %v", user, m, err)
 	}
-	return id
+	return tok.ID
 }
 
 // cuttableDatabase gives the rig's order-service a fresh database behind a

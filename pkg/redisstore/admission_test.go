@@ -185,7 +185,7 @@ func TestIssueAdmitsInOrderAtTheRateWithinTheBatchCap(t *testing.T) {
 	k := redisstore.KeysFor(q)
 	for i := range capN + 2 {
 		u := fmt.Sprintf("u%04d", i)
-		has := rdb.Exists(ctx, k.Token(u)).Val() == 1
+		_, has, _ := heldToken(t, rdb, q, u)
 		if has != (i < capN) {
 			t.Errorf("%s: token present %v", u, has)
 		}
@@ -233,7 +233,6 @@ func TestIssueRespectsMaxActiveAndPrunesNoShows(t *testing.T) {
 	k := redisstore.KeysFor(q)
 	for _, u := range []string{"u0000", "u0001"} {
 		rdb.ZAdd(ctx, k.Active(), redis.Z{Score: 1, Member: u})
-		rdb.Del(ctx, k.Token(u))
 	}
 	r, err = s.Issue(ctx, q, queue.IssueRequest{Epoch: epoch, Tick: tick, Grants: grants(t, 200)})
 	if err != nil || r.Expired != 2 || r.Issued != 2 {
@@ -313,17 +312,63 @@ func TestConsumeBeforeActivateAtIsNotActive(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStore(t)
 	q := newQueue(t, s, nil)
-	grantToken(t, rdb, q, "early", "sec", "tid", time.Minute)
 	k := redisstore.KeysFor(q)
 	ctx := context.Background()
-	rdb.HSet(ctx, k.Token("early"), redisstore.TokenFieldActivateAt, time.Now().Add(3*time.Second).UnixMilli())
+	now := time.Now()
+	early := queue.Token{Secret: "sec", ID: "tid", ActivateAt: now.Add(3 * time.Second), ExpiresAt: now.Add(time.Minute)}
+	rdb.Set(ctx, k.Status("early"), redisstore.TokenMarker(early, 1), 3*time.Minute)
 	_, err := s.Consume(ctx, q, "early", "sec", "o1", time.Second, time.Second)
 	var na *queue.NotActiveError
 	if !errors.As(err, &na) || na.Wait < 2*time.Second || na.Wait > 3*time.Second {
 		t.Fatalf("consume early: %v, want NotActiveError of about 3s", err)
 	}
-	if rdb.Exists(ctx, k.Token("early")).Val() != 1 {
+	if _, held, _ := heldToken(t, rdb, q, "early"); !held {
 		t.Fatal("a not-yet-active token was consumed")
+	}
+}
+
+// A token issued by an earlier version (a hash beside a marker naming its
+// id) stays good through a rolling upgrade: shown, checked, consumed and
+// restored (into the marker) by this version's scripts.
+func TestATokenAnEarlierVersionIssuedIsStillServed(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStore(t)
+	q := newQueue(t, s, nil)
+	ctx := context.Background()
+	k := redisstore.KeysFor(q)
+	grantLegacyToken(t, rdb, q, "buyer", "sec", "tid-old", time.Minute)
+	rdb.ZAdd(ctx, k.Active(), redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "buyer"})
+	for _, look := range []func(context.Context, string, string) (queue.Standing, error){s.Position, s.Enter} {
+		st, err := look(ctx, q, "buyer")
+		if err != nil || st.State != queue.Admitted || st.Token == nil || st.Token.Secret != "sec" || st.Token.ID != "tid-old" {
+			t.Fatalf("standing of the holder: %+v %v, want ADMITTED with tid-old", st, err)
+		}
+	}
+	if chk, err := s.CheckToken(ctx, q, "buyer", "sec"); err != nil || chk.State != queue.TokenValid {
+		t.Fatalf("check: %+v %v, want VALID", chk, err)
+	}
+	if chk, err := s.CheckToken(ctx, q, "buyer", "junk"); err != nil || chk.State != queue.TokenInvalid {
+		t.Fatalf("check of another secret: %+v %v, want INVALID", chk, err)
+	}
+	c, err := s.Consume(ctx, q, "buyer", "sec", "order-1", 30*time.Second, time.Minute)
+	if err != nil || c.TokenID != "tid-old" {
+		t.Fatalf("consume: %+v %v, want tid-old", c, err)
+	}
+	if n := rdb.Exists(ctx, k.Token("buyer")).Val(); n != 0 {
+		t.Fatalf("the earlier version's token hash after its consume: %d keys, want 0", n)
+	}
+	if _, err := s.Consume(ctx, q, "buyer", "sec", "order-2", 30*time.Second, time.Minute); !errors.Is(err, queue.ErrInvalidToken) {
+		t.Fatalf("second consume: %v, want ErrInvalidToken", err)
+	}
+	if o, err := s.Restore(ctx, q, "buyer", "tid-old", "order-1", true); err != nil || o != queue.Restored {
+		t.Fatalf("restore: %s %v, want RESTORED", o, err)
+	}
+	tok, held, _ := heldToken(t, rdb, q, "buyer")
+	if !held || tok.ID != "tid-old" || tok.Secret != "sec" || !tok.ExpiresAt.Equal(c.ExpiresAt) {
+		t.Fatalf("restored: %+v held %v, want tid-old in the marker, expiring %v", tok, held, c.ExpiresAt)
+	}
+	if c2, err := s.Consume(ctx, q, "buyer", "sec", "order-3", 30*time.Second, time.Minute); err != nil || c2.TokenID != "tid-old" {
+		t.Fatalf("consume of the restored token: %+v %v", c2, err)
 	}
 }
 
@@ -355,8 +400,11 @@ func TestRestoreIsIdempotentAndKeepsTheRemainingTTL(t *testing.T) {
 	if err != nil || st.State != queue.Admitted || st.Token == nil || st.Token.Secret != "sec" || !st.Token.ExpiresAt.Equal(c.ExpiresAt) {
 		t.Fatalf("after restore: %+v %v", st, err)
 	}
-	if pttl := rdb.PTTL(ctx, k.Token("buyer")).Val(); pttl < 55*time.Second || pttl > time.Minute {
-		t.Fatalf("restored token TTL %v, want the remaining ~60s", pttl)
+	// Back in its marker, with the expiry it had: the marker lives two
+	// minutes past it.
+	tok, held, pttl := heldToken(t, rdb, q, "buyer")
+	if !held || !tok.ExpiresAt.Equal(c.ExpiresAt) || tok.Secret != "sec" || pttl < 175*time.Second || pttl > 3*time.Minute {
+		t.Fatalf("restored token %+v held %v, marker TTL %v; want the same expiry and about 3 min", tok, held, pttl)
 	}
 	restored := 0
 	for _, m := range outbox(t, rdb, q) {
@@ -379,7 +427,7 @@ func TestRestoreIsIdempotentAndKeepsTheRemainingTTL(t *testing.T) {
 	if o, _ := s.Restore(ctx, q, "buyer", c.TokenID, "order-2", false); o != queue.Freed {
 		t.Fatalf("sold out: %s, want FREED", o)
 	}
-	if rdb.ZScore(ctx, k.Active(), "buyer").Err() != redis.Nil || rdb.Exists(ctx, k.Token("buyer")).Val() != 0 {
+	if _, held, _ := heldToken(t, rdb, q, "buyer"); rdb.ZScore(ctx, k.Active(), "buyer").Err() != redis.Nil || held {
 		t.Fatal("slot or token still there after a non-restorable failure")
 	}
 	if n := rdb.ZCard(ctx, k.Inflight()).Val(); n != 0 {

@@ -15,7 +15,10 @@ const (
 	StatusAbandoned = "ABANDONED"
 )
 
-// Fields of the token hash (wr:{q}:token:<user>). Times are Unix milliseconds.
+// Fields of the token hash (wr:{q}:token:<user>) of a token issued by an
+// earlier version, which the scripts still read for its lifetime (a rolling
+// upgrade); tokens are issued into the status marker now (TokenMarker).
+// Times are Unix milliseconds.
 const (
 	TokenFieldSecret     = "token"
 	TokenFieldID         = "tokenId"
@@ -53,10 +56,13 @@ func (k Keys) Waiting() string { return k.prefix + "waiting" }
 // Seq is the line's monotonic sequence (INCR, never a clock).
 func (k Keys) Seq() string { return k.prefix + "seq" }
 
-// Token is one user's entry token (hash, TTL = token TTL).
+// Token is one user's entry token as an earlier version issued it (hash,
+// TTL = token TTL): read, never written, so its tokens stay good through a
+// rolling upgrade.
 func (k Keys) Token(user string) string { return k.prefix + "token:" + user }
 
-// Status is one user's status marker (string, TTL = token TTL + 2 min).
+// Status is one user's status marker (string, TTL = token TTL + 2 min),
+// which holds the token while it is issued (TokenMarker).
 func (k Keys) Status(user string) string { return k.prefix + "status:" + user }
 
 // Active is the slots held (zset: user -> expiry ms).
@@ -202,14 +208,16 @@ func (k Keys) consumeKeys(user string) []string {
 	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Spent(user), k.Config()}
 }
 
-func (k Keys) checkKeys(user string) []string { return []string{k.Token(user), k.Spent(user)} }
+func (k Keys) checkKeys(user string) []string {
+	return []string{k.Token(user), k.Spent(user), k.Status(user)}
+}
 
 func (k Keys) settleKeys(user string) []string {
 	return []string{k.Status(user), k.Active(), k.Inflight(), k.Consumed(user)}
 }
 
 func (k Keys) restoreKeys(user string) []string {
-	return []string{k.Token(user), k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Outbox()}
+	return []string{k.Status(user), k.Active(), k.Inflight(), k.Consumed(user), k.Outbox()}
 }
 
 func (k Keys) overdueKeys() []string { return []string{k.Inflight()} }

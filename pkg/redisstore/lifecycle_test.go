@@ -76,7 +76,8 @@ func lcScan(t *testing.T, rdb redis.UniversalClient, q, pattern string) map[stri
 }
 
 // lcPerUserKeys checks that every per-user key of q expires by itself, and
-// returns how many of each kind there are.
+// returns how many of each kind there are: tokens are the status markers
+// that hold one (the token hash of an earlier version is never written).
 func lcPerUserKeys(t *testing.T, rdb redis.UniversalClient, q string) (tokens, statuses, consumed int) {
 	t.Helper()
 	counts := map[string]int{}
@@ -88,9 +89,15 @@ func lcPerUserKeys(t *testing.T, rdb redis.UniversalClient, q string) (tokens, s
 				t.Errorf("%s has PTTL %v: a per-user key without an expiry stays forever", key, pttl)
 			}
 			counts[kind]++
+			if _, _, ok := redisstore.ParseTokenMarker(rdb.Get(context.Background(), key).Val()); ok && kind == "status" {
+				tokens++
+			}
 		}
 	}
-	return counts["token"], counts["status"], counts["consumed"]
+	if counts["token"] != 0 {
+		t.Errorf("%d token hashes: this version keeps tokens in the status markers", counts["token"])
+	}
+	return tokens, counts["status"], counts["consumed"]
 }
 
 // lcAckAll relays q's outbox the way the dispatcher does, without a broker:

@@ -183,8 +183,8 @@ func TestConsumeRestoreAndLeaseWaitForTheReplica(t *testing.T) {
 	if out, err := r.s2.Restore(ctx, q, "buyer", "tid-1", "order-1", true); err != nil || out != queue.Duplicate {
 		t.Fatalf("restore's redelivery once caught up: %s %v, want DUPLICATE", out, err)
 	}
-	if id, _ := r.replica.HGet(ctx, redisstore.KeysFor(q).Token("buyer"), redisstore.TokenFieldID).Result(); id != "tid-1" {
-		t.Fatalf("the restored token on the replica: %q, want tid-1", id)
+	if tok, _, _ := redisstore.ParseTokenMarker(r.replica.Get(ctx, redisstore.KeysFor(q).Status("buyer")).Val()); tok.ID != "tid-1" {
+		t.Fatalf("the restored token on the replica: %q, want tid-1", tok.ID)
 	}
 
 	r.lag()

@@ -53,8 +53,21 @@ func newQueue(t testing.TB, s *redisstore.Store, mut func(*queue.Config)) string
 	return q
 }
 
-// grantToken writes a token the way the dispatcher's issue script does.
+// grantToken writes a token the way the dispatcher's issue script does:
+// into the user's status marker (redisstore.TokenMarker).
 func grantToken(t testing.TB, rdb redis.UniversalClient, q, user, secret, id string, ttl time.Duration) {
+	t.Helper()
+	now := time.Now()
+	tok := queue.Token{Secret: secret, ID: id, ActivateAt: now, ExpiresAt: now.Add(ttl)}
+	err := rdb.Set(context.Background(), redisstore.KeysFor(q).Status(user), redisstore.TokenMarker(tok, 1), ttl+2*time.Minute).Err()
+	if err != nil {
+		t.Fatalf("grant token: %v", err)
+	}
+}
+
+// grantLegacyToken writes a token the way an earlier version's issue
+// script did: a hash of it, expiring with it, and a marker naming its id.
+func grantLegacyToken(t testing.TB, rdb redis.UniversalClient, q, user, secret, id string, ttl time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	k := redisstore.KeysFor(q)
@@ -63,16 +76,33 @@ func grantToken(t testing.TB, rdb redis.UniversalClient, q, user, secret, id str
 		redisstore.TokenFieldSecret, secret,
 		redisstore.TokenFieldID, id,
 		redisstore.TokenFieldActivateAt, now.UnixMilli(),
-		redisstore.TokenFieldExpiresAt, now.Add(ttl).UnixMilli()).Err()
+		redisstore.TokenFieldExpiresAt, now.Add(ttl).UnixMilli(), "seq", 7).Err()
 	if err == nil {
 		err = rdb.PExpire(ctx, k.Token(user), ttl).Err()
 	}
 	if err == nil {
-		err = rdb.Set(ctx, k.Status(user), redisstore.StatusTokenIssued, ttl+2*time.Minute).Err()
+		err = rdb.Set(ctx, k.Status(user), redisstore.StatusTokenIssued+":"+id, ttl+2*time.Minute).Err()
 	}
 	if err != nil {
 		t.Fatalf("grant token: %v", err)
 	}
+}
+
+// heldToken is the token the user's status marker holds (false: none),
+// and the marker's TTL.
+func heldToken(t testing.TB, rdb redis.UniversalClient, q, user string) (queue.Token, bool, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	k := redisstore.KeysFor(q)
+	m, err := rdb.Get(ctx, k.Status(user)).Result()
+	if errors.Is(err, redis.Nil) {
+		return queue.Token{}, false, 0
+	}
+	if err != nil {
+		t.Fatalf("read the marker of %s: %v", user, err)
+	}
+	tok, _, ok := redisstore.ParseTokenMarker(m)
+	return tok, ok, rdb.PTTL(ctx, k.Status(user)).Val()
 }
 
 func TestEnterNeverExceedsCapUnderConcurrency(t *testing.T) {

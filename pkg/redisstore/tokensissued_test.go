@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -50,12 +49,10 @@ func TestATicksAdmittedAreOneOutboxEntry(t *testing.T) {
 	streams := map[string]bool{}
 	for i, e := range b[0].Events {
 		user := fmt.Sprintf("u%04d", i)
-		tok := rdb.HGetAll(ctx, k.Token(user)).Val()
-		act, _ := strconv.ParseInt(tok[redisstore.TokenFieldActivateAt], 10, 64)
-		exp, _ := strconv.ParseInt(tok[redisstore.TokenFieldExpiresAt], 10, 64)
-		if e.Type != queue.EventTokenIssued || e.UserID != user || e.Seq != int64(i+1) || e.QueueID != q ||
-			e.TokenID != tok["tokenId"] || e.ID != tok["tokenId"]+".issued" ||
-			e.ActivateAt.UnixMilli() != act || e.ExpiresAt.UnixMilli() != exp || e.OccurredAt.IsZero() {
+		tok, seq, ok := redisstore.ParseTokenMarker(rdb.Get(ctx, k.Status(user)).Val())
+		if e.Type != queue.EventTokenIssued || e.UserID != user || e.Seq != int64(i+1) || e.QueueID != q || !ok || seq != e.Seq ||
+			e.TokenID != tok.ID || e.ID != tok.ID+".issued" ||
+			!e.ActivateAt.Equal(tok.ActivateAt) || !e.ExpiresAt.Equal(tok.ExpiresAt) || e.OccurredAt.IsZero() {
 			t.Fatalf("event %d = %+v; want %s's TokenIssued, seq %d, its token %v", i, e, user, i+1, tok)
 		}
 		streams[e.StreamID] = true
@@ -160,11 +157,10 @@ func TestAdmissionReplacesATokenStillHeldWhole(t *testing.T) {
 	epoch := lead(t, s, q, "a")
 	lcAdmit(t, s, q, epoch, 0, 2)
 	for _, u := range []string{"u0000", "u0001"} {
-		tok := rdb.HGetAll(ctx, k.Token(u)).Val()
-		exp, _ := strconv.ParseInt(tok[redisstore.TokenFieldExpiresAt], 10, 64)
-		at := rdb.PExpireTime(ctx, k.Token(u)).Val()
-		if len(tok) != 5 || tok["tokenId"] == "old" || tok["tokenId"] == "" || tok[redisstore.TokenFieldSecret] == "old-secret" || at.Milliseconds() != exp {
-			t.Fatalf("%s's token after admission: %v expiring at %d, want the 5 fields of a new one, expiring at its expiresAt", u, tok, at.Milliseconds())
+		tok, held, _ := heldToken(t, rdb, q, u)
+		at := rdb.PExpireTime(ctx, k.Status(u)).Val()
+		if !held || tok.ID == "old" || tok.ID == "" || tok.Secret == "old-secret" || at.Milliseconds() != tok.ExpiresAt.UnixMilli()+120000 {
+			t.Fatalf("%s's token after admission: %+v (held %v), marker expiring at %d; want a new one, the marker 2 min past its expiry", u, tok, held, at.Milliseconds())
 		}
 	}
 }

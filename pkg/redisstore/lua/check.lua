@@ -9,15 +9,13 @@
 --               answer, nothing more);
 --   INVALID     anything else.
 -- Called by: Store.CheckToken (orders.go), for the order-service's order.Tokens (Service.Screen)
--- KEYS: 1 token:<user>, 2 spent:<user>
+-- KEYS: 1 token:<user> (a token an earlier version issued: live_token),
+--       2 spent:<user>, 3 status:<user>
 -- ARGV: 1 presented secret
-local tok = redis.call('HMGET', KEYS[1], 'token', 'activateAt', 'expiresAt')
-if tok[1] == ARGV[1] then
-  local now = now_ms()
-  if now >= tonumber(tok[3]) then
-    return {'INVALID'}
-  end
-  local wait = tonumber(tok[2]) - now
+local now = now_ms()
+local tok = live_token(KEYS[3], KEYS[1], now)
+if tok and tok[1] == ARGV[1] then
+  local wait = tonumber(tok[3]) - now
   if wait > 0 then
     return {'NOT_ACTIVE', wait}
   end

@@ -1,6 +1,6 @@
 -- consume: the order-service presents a user's token. Exactly one of any
 -- number of concurrent calls with the same token gets through: the token is
--- deleted and its data moved to inflight with a lease, in one step.
+-- marked ORDERING and its data moved to inflight with a lease, in one step.
 -- The token is looked up under the caller's own user and queue, so another
 -- user's or another queue's token simply does not match.
 --
@@ -20,7 +20,7 @@
 -- trip.
 --
 -- Called by: Store.Consume (orders.go), for the order-service's order.Tokens (Service.Place)
--- KEYS: 1 token:<user>, 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
+-- KEYS: 1 token:<user> (a token an earlier version issued: live_token), 2 status:<user>, 3 active, 4 inflight, 5 consumed:<user>, 6 spent:<user>, 7 config
 -- ARGV: 1 presented secret, 2 user id, 3 order id, 4 lease ms, 5 slot grace ms, 6 deadline ms,
 --       7 '1' when the caller waits for replicas: a repeat's OK writes
 --       acked's no-op (the marker rewritten)
@@ -32,10 +32,9 @@ end
 local function order_limit()
   return tonumber(redis.call('HGET', KEYS[7], 'maxOrdersPerUser') or '0') or 0
 end
-local tok = redis.call('HMGET', KEYS[1], 'token', 'tokenId', 'activateAt', 'expiresAt', 'seq')
+local tok, m = live_token(KEYS[2], KEYS[1], now)
 local oid = ARGV[3]
-if not tok[1] or tok[1] ~= ARGV[1] then
-  local m = redis.call('GET', KEYS[2])
+if not tok or tok[1] ~= ARGV[1] then
   if marker_state(m) == 'ORDERING' and string.sub(m, -(#oid + 1)) == ':' .. oid then
     -- consumed: tokenId|secret|activateAt|expiresAt|orderId|seq
     local c = redis.call('GET', KEYS[5])
@@ -48,9 +47,6 @@ if not tok[1] or tok[1] ~= ARGV[1] then
   return {'INVALID'}
 end
 local activate, expires = tonumber(tok[3]), tonumber(tok[4])
-if now >= expires then
-  return {'INVALID'}
-end
 if now < activate then
   return {'NOT_ACTIVE', activate - now}
 end
@@ -59,7 +55,9 @@ local deadline = now + tonumber(ARGV[4])
 -- The marker and the consumed data live until the token could no longer be
 -- restored anyway (its expiry, or the lease if later) plus two minutes.
 local keep = math.max(expires, deadline) + 120000
-redis.call('DEL', KEYS[1])
+if tok.legacy then
+  redis.call('DEL', KEYS[1])
+end
 redis.call('ZADD', KEYS[4], deadline, tid .. ':' .. ARGV[2])
 -- What a restore needs to put the token back as it was.
 redis.call('SET', KEYS[5], table.concat({tid, tok[1], tok[3], tok[4], oid, tok[5] or '0'}, '|'), 'PXAT', keep)

@@ -28,7 +28,8 @@
 -- (come_back), not to the back of the line.
 --
 -- Called by: Store.EnterWithProof and Store.Enter (store.go), for the queue-gateway's app.Store (Service.enter)
--- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user>, 5 status:<user>, 6 dispatch,
+-- KEYS: 1 config, 2 waiting, 3 seq, 4 token:<user> (read only for a token
+--       an earlier version issued: live_token), 5 status:<user>, 6 dispatch,
 --       7 pow:<challenge id> (pow: with no id when none was shown), 8 prequeue,
 --       9 draw, 10 traces, 11 entered
 -- A queue split into sub-lines runs this on the user's line (its keys,
@@ -76,14 +77,14 @@ with_schedule(measured, starts, drawing, KEYS[8], now)
 local prequeued = measured[5] or 0
 
 -- A token holder gets the token back, even from a closed queue: it is theirs.
-local tok = redis.call('HMGET', KEYS[4], 'token', 'tokenId', 'activateAt', 'expiresAt')
-if tok[1] then
+local tok, marker = live_token(KEYS[5], KEYS[4], now)
+if tok then
   acked(ARGV[7], KEYS[6], 'epoch')
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
 -- An order with the token is in flight: the user is through, not back in
 -- line (a new place now would give them a second token).
-if marker_state(redis.call('GET', KEYS[5])) == 'ORDERING' then
+if marker_state(marker) == 'ORDERING' then
   acked(ARGV[7], KEYS[6], 'epoch')
   return reply('ORDERING', cfg[1], cfg[2], measured, total, 0)
 end

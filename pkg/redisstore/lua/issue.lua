@@ -14,14 +14,13 @@
 -- people in line.
 --
 -- On a cluster (ARGV 15) every key is read before the first write.
--- Per-user keys (token:<user>, status:<user>) are built from the queue's
--- prefix, which carries the hash tag, so they share the queue's slot;
--- while that slot is migrating a key this node does not hold makes the
--- read fail, and the script stops before it has changed anything (the
--- caller retries the tick). A Redis without slots (one node, a Sentinel
--- set) has no slot to move, and is spared those two reads a person: at
--- tens of thousands of admissions a second they were two of a person's
--- five calls.
+-- The per-user key (status:<user>, which holds the token: token_marker)
+-- is built from the queue's prefix, which carries the hash tag, so it
+-- shares the queue's slot; while that slot is migrating a key this node
+-- does not hold makes the read fail, and the script stops before it has
+-- changed anything (the caller retries the tick). A Redis without slots
+-- (one node, a Sentinel set) has no slot to move, and is spared that read
+-- a person.
 --
 -- A queue whose start time came has its pre-queue closed here, if an enter
 -- has not done it first (schedule, in the prelude); while the leader places
@@ -343,7 +342,7 @@ if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
   end
 end
 local heads = {}
-local token_prefix, status_prefix = prefix .. 'token:', prefix .. 'status:'
+local status_prefix = prefix .. 'status:'
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
@@ -399,7 +398,6 @@ if cfg[1] == 'OPEN' then
   if #heads > 0 then
     if ARGV[15] == '1' then
       for i = 1, #heads, 2 do
-        redis.call('EXISTS', token_prefix .. heads[i])
         redis.call('EXISTS', status_prefix .. heads[i])
       end
     end
@@ -433,7 +431,7 @@ local expired = 0
 for i, user in ipairs(stale) do
   redis.call('ZREM', KEYS[3], user)
   if marker_state(markers[i]) == 'TOKEN_ISSUED' then
-    local tid = string.sub(markers[i], 14)
+    local tid = marker_tid(markers[i])
     redis.call('SET', prefix .. 'status:' .. user, 'EXPIRED:' .. tid, 'KEEPTTL')
     emit(KEYS[5], traced({'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', q, 'user', user,
       'tid', tid, 'reason', 'NO_SHOW', 'at', now}, ARGV[10], ARGV[11]))
@@ -572,15 +570,14 @@ for i = 1, issued do
   -- Activation times spread evenly over the window, so one batch does not
   -- reach the order path in the same millisecond.
   local activate = now + math.floor(spread * (i - 1) / issued)
-  local expires = activate + ttl_ms
-  -- A token the person may still hold is replaced whole: its only writers
-  -- (this script and restore.lua) write these five fields.
-  local tkey = token_prefix .. user
-  redis.call('HSET', tkey, 'token', secret, 'tokenId', tid, 'activateAt', activate, 'expiresAt', expires, 'seq', seq)
-  redis.call('PEXPIREAT', tkey, expires)
-  redis.call('SET', status_prefix .. user, 'TOKEN_ISSUED:' .. tid, 'PXAT', expires + 120000)
-  slots[#slots + 1], slots[#slots + 2] = expires, user
-  users[i], tids[i], seqs[i], acts[i] = user, tid, seq, string.format('%d', activate)
+  local act, exp = string.format('%d', activate), string.format('%d', activate + ttl_ms)
+  -- The token is its holder's marker (token_marker): one key, one SET. A
+  -- token the person may still hold, theirs from an earlier admission, is
+  -- replaced whole.
+  redis.call('SET', status_prefix .. user, token_marker(tid, secret, act, exp, seq), 'PXAT',
+    string.format('%d', activate + ttl_ms + 120000))
+  slots[#slots + 1], slots[#slots + 2] = exp, user
+  users[i], tids[i], seqs[i], acts[i] = user, tid, seq, act
   if #slots >= 2 * UNPACK_MAX or i == issued then
     redis.call('ZADD', KEYS[3], unpack(slots))
     slots = {}

@@ -2,7 +2,8 @@
 -- It changes nothing: the pre-queue is closed at the start by enter or the
 -- dispatcher's tick, never here.
 -- Called by: Store.Position (store.go) and Store.PositionMany (many.go), for the queue-gateway's app.Store (Service.position) and the notification-service's stream.Positions
--- KEYS: 1 config, 2 waiting, 3 token:<user>, 4 status:<user>, 5 dispatch,
+-- KEYS: 1 config, 2 waiting, 3 token:<user> (read only for a token an earlier
+--       version issued: live_token), 4 status:<user>, 5 dispatch,
 --       6 prequeue, 7 draw
 -- ARGV: 1 user id, 2 '1' to have a WAITING reply carry the place's sequence
 --       number and the queue's generation (for a ticket), '' not to;
@@ -30,8 +31,8 @@ if rank then
   end
   return reply('WAITING', cfg[1], cfg[2], measured, total, rank + 1, nil, seq, cfg[5])
 end
-local tok = redis.call('HMGET', KEYS[3], 'token', 'tokenId', 'activateAt', 'expiresAt')
-if tok[1] then
+local tok, marker = live_token(KEYS[4], KEYS[3], now)
+if tok then
   return reply('ADMITTED', cfg[1], cfg[2], measured, total, 0, tok)
 end
 -- Away (presence): still their place, which their next sighting (this
@@ -48,7 +49,7 @@ end
 if drawing and drawing ~= 'DRAWN' and redis.call('ZSCORE', KEYS[6], ARGV[1]) then
   return reply('PRE_QUEUE', cfg[1], cfg[2], measured, total, 0)
 end
-local status = marker_state(redis.call('GET', KEYS[4]))
+local status = marker_state(marker)
 if status == 'ORDERED' then
   return reply('ORDERED', cfg[1], cfg[2], measured, total, 0)
 elseif status == 'ORDERING' then

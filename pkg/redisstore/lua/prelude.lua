@@ -153,6 +153,45 @@ local function marker_state(m)
   return m
 end
 
+-- A token lives in its holder's status marker (issue.lua, restore.lua):
+-- "TOKEN_ISSUED:<tokenId>|<secret>|<activateAt>|<expiresAt>|<seq>", one key
+-- and one SET a person, where a hash of the token and a marker beside it
+-- were two keys and three calls. token_marker builds it (times in ms,
+-- as strings: a Lua number would be formatted as a float on every call).
+local function token_marker(tid, secret, activate, expires, seq)
+  return 'TOKEN_ISSUED:' .. tid .. '|' .. secret .. '|' .. activate .. '|' .. expires .. '|' .. seq
+end
+
+-- The token id a marker names: "<STATE>:<tokenId>[...]".
+local function marker_tid(m)
+  return string.match(m, '^[^:]*:([^:|]*)')
+end
+
+-- The user's token while it is live (now before its expiry):
+-- {secret, tokenId, activateAt, expiresAt, seq}, and the marker read; nil
+-- and the marker otherwise. A token issued by an earlier version (marker
+-- "TOKEN_ISSUED:<tokenId>", the token in the hash token_key, which expires
+-- with it) is read from there, so a rolling upgrade strands nobody's token.
+local function live_token(status_key, token_key, now)
+  local m = redis.call('GET', status_key)
+  if marker_state(m) ~= 'TOKEN_ISSUED' then
+    return nil, m
+  end
+  local tid, secret, activate, expires, seq = string.match(m, '^TOKEN_ISSUED:([^|]*)|([^|]*)|(%d+)|(%d+)|(%d*)$')
+  if tid then
+    if now < tonumber(expires) then
+      return {secret, tid, activate, expires, seq}, m
+    end
+    return nil, m
+  end
+  local tok = redis.call('HMGET', token_key, 'token', 'tokenId', 'activateAt', 'expiresAt', 'seq')
+  if tok[1] and now < (tonumber(tok[4]) or 0) then
+    tok.legacy = true
+    return tok, m
+  end
+  return nil, m
+end
+
 -- Lua unpacks at most about 8,000 values at once ("too many results to
 -- unpack"), and a tick may admit ten ticks' worth at 100,000 a second: a
 -- call with a list of people goes in pieces of UNPACK_MAX, and the replies

@@ -6,7 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -184,15 +183,15 @@ func (d etaDrill) run(t *testing.T) {
 	var relErr []float64
 	admitted, inside, leftInTime, wasted := 0, 0, 0, 0
 	for _, e := range entries {
-		activate, err := c.rdb.HGet(ctx, k.Token(e.user), redisstore.TokenFieldActivateAt).Result()
-		if err != nil {
+		tok, _, held := redisstore.ParseTokenMarker(c.rdb.Get(ctx, k.Status(e.user)).Val())
+		if !held {
 			if e.leaves {
 				leftInTime++
 				continue
 			}
-			t.Fatalf("%s stayed and has no token: %v", e.user, err)
+			t.Fatalf("%s stayed and has no token", e.user)
 		}
-		ms, _ := strconv.ParseInt(activate, 10, 64)
+		ms := tok.ActivateAt.UnixMilli()
 		waited := time.UnixMilli(ms).Sub(e.at).Seconds()
 		admitted++
 		if e.leaves && d.closeTab && e.at.Add(e.gone).Before(time.UnixMilli(ms)) {

@@ -57,9 +57,9 @@ func TestDelayedTickRequestsIssueNoTokenTwice(t *testing.T) {
 
 	ctx := context.Background()
 	var users []string
-	iter := c.rdb.Scan(ctx, 0, k.Token("*"), 1000).Iterator()
+	iter := c.rdb.Scan(ctx, 0, k.Status("*"), 1000).Iterator()
 	for iter.Next(ctx) {
-		users = append(users, strings.TrimPrefix(iter.Val(), k.Token("")))
+		users = append(users, strings.TrimPrefix(iter.Val(), k.Status("")))
 	}
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
@@ -67,15 +67,19 @@ func TestDelayedTickRequestsIssueNoTokenTwice(t *testing.T) {
 	ids, secrets := map[string]string{}, map[string]string{}
 	shared := 0
 	for _, u := range users {
-		h := c.rdb.HGetAll(ctx, k.Token(u)).Val()
-		if other, dup := ids[h[redisstore.TokenFieldID]]; dup {
-			shared++
-			t.Errorf("token id %s held by %s and %s", h[redisstore.TokenFieldID], other, u)
+		tok, _, ok := redisstore.ParseTokenMarker(c.rdb.Get(ctx, k.Status(u)).Val())
+		if !ok {
+			t.Errorf("%s's marker holds no token", u)
+			continue
 		}
-		if other, dup := secrets[h[redisstore.TokenFieldSecret]]; dup {
+		if other, dup := ids[tok.ID]; dup {
+			shared++
+			t.Errorf("token id %s held by %s and %s", tok.ID, other, u)
+		}
+		if other, dup := secrets[tok.Secret]; dup {
 			t.Errorf("a secret held by %s and %s", other, u)
 		}
-		ids[h[redisstore.TokenFieldID]], secrets[h[redisstore.TokenFieldSecret]] = u, u
+		ids[tok.ID], secrets[tok.Secret] = u, u
 	}
 	byToken, byUser := map[string]string{}, map[string]int{}
 	for _, e := range issued(c.pub) {

@@ -248,8 +248,8 @@ func (w *lineWatch) sample(ctx context.Context) {
 }
 
 // holdsToken says what is wrong with e's user's token and marker, if
-// anything: the user must hold token e.TokenID and the TOKEN_ISSUED marker,
-// or, for the user whose order is in flight, the ORDERING marker.
+// anything: the user's marker must hold token e.TokenID (TOKEN_ISSUED), or,
+// for the user whose order is in flight, be the ORDERING marker.
 func holdsToken(ctx context.Context, rdb redis.UniversalClient, k redisstore.Keys, e queue.Event, ordering string) string {
 	status, err := rdb.Get(ctx, k.Status(e.UserID)).Result()
 	if err != nil {
@@ -261,12 +261,8 @@ func holdsToken(ctx context.Context, rdb redis.UniversalClient, k redisstore.Key
 		}
 		return ""
 	}
-	if status != redisstore.StatusTokenIssued+":"+e.TokenID {
+	if tok, _, ok := redisstore.ParseTokenMarker(status); !ok || tok.ID != e.TokenID {
 		return fmt.Sprintf("user %s: marker %q, issued token %s", e.UserID, status, e.TokenID)
-	}
-	tid, err := rdb.HGet(ctx, k.Token(e.UserID), redisstore.TokenFieldID).Result()
-	if err != nil || tid != e.TokenID {
-		return fmt.Sprintf("user %s: token id %q (%v), issued %s", e.UserID, tid, err, e.TokenID)
 	}
 	return ""
 }
@@ -442,10 +438,11 @@ func runLoggedDispatcher(t *testing.T, store dispatch.Store, pub dispatch.Publis
 func placeOrder(t *testing.T, tn *clusterNodes, q, user string) {
 	t.Helper()
 	ctx := context.Background()
-	secret, err := tn.rdb.HGet(ctx, redisstore.KeysFor(q).Token(user), redisstore.TokenFieldSecret).Result()
-	if err != nil {
-		t.Fatal(err)
+	tok, _, ok := redisstore.ParseTokenMarker(tn.rdb.Get(ctx, redisstore.KeysFor(q).Status(user)).Val())
+	if !ok {
+		t.Fatalf("%s holds no token", user)
 	}
+	secret := tok.Secret
 	if _, err := tn.store.Consume(ctx, q, user, secret, "order-1", 10*time.Minute, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -675,15 +672,15 @@ func TestIssueOnAMigratingSlotWritesNothing(t *testing.T) {
 		wantLine string
 	}{
 		{
-			name: "holders' keys moved, the head of the line has no token key here",
+			name: "holders' keys moved, the head of the line has no marker here",
 			move: func(k redisstore.Keys, holders []string) []string {
 				var ks []string
 				for _, u := range holders {
-					ks = append(ks, k.Token(u), k.Status(u))
+					ks = append(ks, k.Status(u))
 				}
 				return ks
 			},
-			wantErr: errNonLocal, wantLine: "redis.call('EXISTS', token_prefix .. heads[i])",
+			wantErr: errNonLocal, wantLine: "redis.call('EXISTS', status_prefix .. heads[i])",
 		},
 		{
 			name:   "expired slots' markers moved",
@@ -812,7 +809,7 @@ func TestIssueOnAMigratingSlotWritesNothing(t *testing.T) {
 		m := testenv.NewSlotMove(t, tn.rdb, k.Config())
 		m.Begin()
 		popThenRead := redis.NewScript(`redis.call('ZPOPMIN', KEYS[1]) return redis.call('EXISTS', ARGV[1])`)
-		err := popThenRead.Run(ctx, tn.rdb, []string{k.Waiting()}, k.Token("nobody")).Err()
+		err := popThenRead.Run(ctx, tn.rdb, []string{k.Waiting()}, k.Status("nobody")).Err()
 		if err == nil || !strings.Contains(err.Error(), errNonLocal) {
 			t.Fatalf("pop-then-read on a migrating slot: %v, want %q", err, errNonLocal)
 		}

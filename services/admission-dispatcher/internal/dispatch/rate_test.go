@@ -609,7 +609,7 @@ func purgeAll(t *testing.T, c *cluster, ids []string, perQueue int) {
 		_, err := c.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range perQueue {
 				u := userName(i)
-				p.Del(ctx, k.Token(u), k.Status(u), k.Consumed(u))
+				p.Del(ctx, k.Status(u), k.Consumed(u))
 			}
 			return nil
 		})

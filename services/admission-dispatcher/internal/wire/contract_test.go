@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/services/admission-dispatcher/internal/restore"
@@ -48,16 +49,8 @@ func (s *redisSeeder) Issue(t *testing.T, q, user string, tok restoretest.Token)
 	}
 	expires := now.Add(tok.TTL)
 	k := redisstore.KeysFor(q)
-	err = rdb.HSet(ctx, k.Token(user),
-		redisstore.TokenFieldSecret, tok.Secret, redisstore.TokenFieldID, tok.ID,
-		redisstore.TokenFieldActivateAt, now.UnixMilli(), redisstore.TokenFieldExpiresAt, expires.UnixMilli()).Err()
-	if err == nil {
-		err = rdb.PExpireAt(ctx, k.Token(user), expires).Err()
-	}
-	if err == nil {
-		err = rdb.Set(ctx, k.Status(user), redisstore.StatusTokenIssued+":"+tok.ID, tok.TTL+2*time.Minute).Err()
-	}
-	if err != nil {
+	marker := redisstore.TokenMarker(queue.Token{Secret: tok.Secret, ID: tok.ID, ActivateAt: now, ExpiresAt: expires}, 1)
+	if err = rdb.Set(ctx, k.Status(user), marker, tok.TTL+2*time.Minute).Err(); err != nil {
 		t.Fatalf("issue %s's token in %s: %v", user, q, err)
 	}
 }

@@ -283,9 +283,9 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 	// Two users hold consumed tokens (orders in flight), as the order-service leaves them.
 	consumed := map[string]queue.Consumed{}
 	for _, u := range []string{"restorable", "sold-out"} {
-		expires := time.Now().Add(time.Minute)
-		rdb.HSet(ctx, k.Token(u), "token", "sec-"+u, "tokenId", "tid-"+u, "activateAt", time.Now().UnixMilli(), "expiresAt", expires.UnixMilli())
-		rdb.PExpireAt(ctx, k.Token(u), expires)
+		now := time.Now()
+		tok := queue.Token{Secret: "sec-" + u, ID: "tid-" + u, ActivateAt: now, ExpiresAt: now.Add(time.Minute)}
+		rdb.Set(ctx, k.Status(u), redisstore.TokenMarker(tok, 1), 3*time.Minute)
 		c, err := s.store.Consume(ctx, s.q, u, "sec-"+u, "order-"+u, 30*time.Second, time.Minute)
 		if err != nil {
 			t.Fatal(err)
@@ -318,8 +318,9 @@ func TestOrderFailedDeliveredFiveTimesRestoresOnce(t *testing.T) {
 	if !st.Token.ExpiresAt.Equal(consumed["restorable"].ExpiresAt) {
 		t.Fatalf("restored expiry %v, want the original %v", st.Token.ExpiresAt, consumed["restorable"].ExpiresAt)
 	}
-	if pttl := rdb.PTTL(ctx, k.Token("restorable")).Val(); pttl < 50*time.Second || pttl > time.Minute {
-		t.Fatalf("restored TTL %v, want the remaining ~1 min", pttl)
+	// The marker holding it lives two minutes past that expiry.
+	if pttl := rdb.PTTL(ctx, k.Status("restorable")).Val(); pttl < 170*time.Second || pttl > 3*time.Minute {
+		t.Fatalf("restored marker TTL %v, want the remaining ~1 min + 2 min", pttl)
 	}
 	if n := len(unique(s.deliveries(restoredType))); n != 1 {
 		t.Fatalf("%d distinct TokenRestored events, want 1", n)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/waitingroom/waitingroom/pkg/events/waitingroomv1"
@@ -125,7 +126,13 @@ func TestForeignTokenIsRefusedAndEarlyTokenIsTooEarly(t *testing.T) {
 
 	// A token whose activate-at lies ahead: 425 with Retry-After, not consumed.
 	ctx := context.Background()
-	s.store.Client().HSet(ctx, redisstore.KeysFor(s.q).Token("bob"), redisstore.TokenFieldActivateAt, time.Now().Add(3*time.Second).UnixMilli())
+	bobs := redisstore.KeysFor(s.q).Status("bob")
+	tok, seq, held := redisstore.ParseTokenMarker(s.store.Client().Get(ctx, bobs).Val())
+	if !held {
+		t.Fatal("bob holds no token")
+	}
+	tok.ActivateAt = time.Now().Add(3 * time.Second)
+	s.store.Client().Set(ctx, bobs, redisstore.TokenMarker(tok, seq), redis.KeepTTL)
 	r = s.order("bob", secrets["bob"], "p1", 1)
 	if r.status != http.StatusTooEarly || r.problemType() != "token-not-active" {
 		t.Fatalf("early: %d %s", r.status, r.body)

@@ -19,6 +19,7 @@ import (
 	"github.com/waitingroom/waitingroom/pkg/auth"
 	"github.com/waitingroom/waitingroom/pkg/challenge"
 	"github.com/waitingroom/waitingroom/pkg/httpserver"
+	"github.com/waitingroom/waitingroom/pkg/queue"
 	"github.com/waitingroom/waitingroom/pkg/redisstore"
 	"github.com/waitingroom/waitingroom/pkg/testenv"
 	"github.com/waitingroom/waitingroom/pkg/ticket"
@@ -304,16 +305,8 @@ func (h *harness) grantToken(q, user, secret, id string, ttl time.Duration) {
 	ctx := context.Background()
 	k := redisstore.KeysFor(q)
 	now := time.Now()
-	_, err := h.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, k.Token(user),
-			redisstore.TokenFieldSecret, secret, redisstore.TokenFieldID, id,
-			redisstore.TokenFieldActivateAt, now.Add(time.Second).UnixMilli(),
-			redisstore.TokenFieldExpiresAt, now.Add(ttl).UnixMilli())
-		p.PExpire(ctx, k.Token(user), ttl)
-		p.Set(ctx, k.Status(user), redisstore.StatusTokenIssued, ttl+2*time.Minute)
-		return nil
-	})
-	if err != nil {
+	tok := queue.Token{Secret: secret, ID: id, ActivateAt: now.Add(time.Second), ExpiresAt: now.Add(ttl)}
+	if err := h.rdb.Set(ctx, k.Status(user), redisstore.TokenMarker(tok, 1), ttl+2*time.Minute).Err(); err != nil {
 		h.t.Fatalf("grant token: %v", err)
 	}
 }
