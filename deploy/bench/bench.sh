@@ -83,21 +83,26 @@ wrkrun() { # name method url tokens
 cmdcalls() { $RC INFO commandstats | awk -F'[=,]' '/^cmdstat_/ {s += $2} END {print s}'; }
 
 # ---------------------------------------------------------------- dispatcher helpers (sections 4 and 4b)
-fill_line() { # queue n: users d1..d<n> waiting in places 1..n (ZADD in 1,000s, the scores the enter script gives), seq = n
+fill_line() { # queue n: users d1..d<n> waiting in places 1..n (ZADD in 1,000s, the scores the enter script gives), their enter times (entered, µs, as enter.lua writes them: the tick reads and deletes them), seq = n
   python3 - "$2" "$1" >"$W/fill-$1.resp" <<'PY'
-import sys
+import sys, time
 n=int(sys.argv[1]); q=sys.argv[2].encode(); out=sys.stdout.buffer
+at=b"%d" % int(time.time() * 1e6)
 def cmd(*a):
     out.write(b"*%d\r\n" % len(a))
     for x in a:
         x = x if isinstance(x, bytes) else str(x).encode()
         out.write(b"$%d\r\n%s\r\n" % (len(x), x))
 key=b"wr:{%s}:waiting" % q
+entered=b"wr:{%s}:entered" % q
 for i in range(1, n+1, 1000):
     args=[b"ZADD", key]
+    times=[b"HSET", entered]
     for j in range(i, min(i+1000, n+1)):
         args += [j, b"d%d" % j]
+        times += [b"d%d" % j, at]
     cmd(*args)
+    cmd(*times)
 cmd(b"SET", b"wr:{%s}:seq" % q, n)
 PY
   $RC --pipe <"$W/fill-$1.resp" >"$W/fill-$1.log" 2>&1
