@@ -8,7 +8,8 @@
 # BENCH_ONLY=gateway stops after the gateway's wrk runs (section 1),
 # BENCH_ONLY=million runs only the line of a million (3b), BENCH_ONLY=leader
 # only one leader at 50,000/s (4b: LEADER_RATE a second, default 50000;
-# LEADER_WINDOW seconds, default 30, 10 with BENCH_QUICK=1; LEADER_STREAMS
+# LEADER_WINDOW seconds, default 30, 10 with BENCH_QUICK=1; LEADER_TICK the
+# dispatcher's DISPATCH_TICK, default 50ms; LEADER_STREAMS
 # SSE streams, default 2000); each prints its
 # figures without writing BENCHMARKS.md.
 # Everything runs against a private redis-server on a free port; processes
@@ -109,7 +110,7 @@ PY
   rm -f "$W/fill-$1.resp"
 }
 startdisp() { # id ops-port [queue, default $DQ]; TOKEN_EVENTS and the like come from the caller's environment
-  INSTANCE_ID=$1 DISPATCH_QUEUES=${3:-$DQ} DISPATCH_TICK=100ms LOG_LEVEL=error OPS_ADDR=127.0.0.1:$2 \
+  INSTANCE_ID=$1 DISPATCH_QUEUES=${3:-$DQ} DISPATCH_TICK=${DTICK:-100ms} LOG_LEVEL=error OPS_ADDR=127.0.0.1:$2 \
     "$W/bin/admission-dispatcher" >>"$W/dispatcher-$1.log" 2>&1 &
   echo $!
 }
@@ -127,7 +128,7 @@ issued_now() { # queue -> "issuedTotal seconds" (Redis TIME, read in the same sc
 # admits; one dispatcher with TOKEN_EVENTS=batch; then OPEN at LEAD_RATE,
 # 1.5 s settling, issuedTotal over the window. Needs GW, ADMIN (a gateway).
 LEAD_RATE=${LEADER_RATE:-50000}; LEAD_WIN=${LEADER_WINDOW:-30}; [[ $QUICK == 1 ]] && LEAD_WIN=10
-LEAD_STREAMS=${LEADER_STREAMS:-2000}
+LEAD_STREAMS=${LEADER_STREAMS:-2000}; LEAD_TICK=${LEADER_TICK:-50ms}
 lead_run() {
   LQ=lead-$$
   local nfill=$(( LEAD_RATE * (LEAD_WIN + 5) )) secret=bench-notification-secret-0123456789abcdef
@@ -146,16 +147,18 @@ lead_run() {
   local awpid=$!; pids+=($awpid)
   for _ in $(seq 1200); do grep -q 'ready:' "$W/admitwatch.log" 2>/dev/null && break; kill -0 $awpid 2>/dev/null || break; sleep 0.1; done
   say "$(tail -1 "$W/admitwatch.log")"
-  local l1; l1=$(TOKEN_EVENTS=batch startdisp lead "$(freeport)" $LQ); pids+=($l1)
+  local l1; l1=$(TOKEN_EVENTS=batch DTICK=$LEAD_TICK startdisp lead "$(freeport)" $LQ); pids+=($l1)
   sleep 1.5
   putq $LQ "{\"state\":\"OPEN\",\"admissionRatePerSec\":$LEAD_RATE}"
   sleep 1.5
   # issuedTotal and Redis's clock in one script call at each end of the
   # window: the window is exact whatever forking redis-cli costs.
   local a ta b tb
+  lead_keys0=$($RC DBSIZE)
   read -r a ta < <(issued_now $LQ); sleep "$LEAD_WIN"; read -r b tb < <(issued_now $LQ)
+  lead_keys1=$($RC DBSIZE)
   read -r lead_issued lead_expected lead_err lead_secs < <(calc "f'{$b-$a} {$LEAD_RATE*($tb-$ta):.0f} {abs(($b-$a)-$LEAD_RATE*($tb-$ta))/($LEAD_RATE*($tb-$ta))*100:.2f} {$tb-$ta:.2f}'")
-  say "one leader: $lead_issued issued of $lead_expected in $lead_secs s (rate error $lead_err %); waiting for admitwatch"
+  say "one leader: $lead_issued issued of $lead_expected in $lead_secs s (rate error $lead_err %); Redis keys $lead_keys0 -> $lead_keys1; waiting for admitwatch"
   for _ in $(seq 300); do grep -q '^admitwatch: queue=' "$W/admitwatch.out" && break; kill -0 $awpid 2>/dev/null || break; sleep 0.1; done
   kill -TERM $awpid 2>/dev/null; wait $awpid 2>/dev/null
   lead_line=$(grep -E '^admitwatch: queue=' "$W/admitwatch.out" | tail -1)
@@ -591,7 +594,7 @@ $( ((${#missing[@]})) && echo "**Not measured** (tool missing): ${missing[*]}." 
 | admission accuracy at 175/s (${DISP_WIN} s) | ${i175} issued of ${e175} expected | | ${p175} % |
 | admission accuracy at 10,000/s (${DISP_WIN} s) | ${i10k} issued of ${e10k} expected | | ${p10k} % |
 | highest rate one leader sustains (>= 97 %) | ${best}/s | | |
-| one leader, one queue at ${LEAD_RATE}/s for ${LEAD_WIN} s (TOKEN_EVENTS=batch) | ${lead_issued:-?} admitted of ${lead_expected:-?} expected: rate error ${lead_err:-?} %; ${lead_inv:-?} inversions; TokenIssued to browser (SSE, ${lead_fan_n:-?} streams) p50 ${lead_fan_p50:-?} ms, p99 ${lead_fan_p99:-?} ms | targets: rate error <= 1 %, 0 inversions, fan-out p99 <= 250 ms | |
+| one leader, one queue at ${LEAD_RATE}/s for ${LEAD_WIN} s (TOKEN_EVENTS=batch, DISPATCH_TICK=${LEAD_TICK}) | ${lead_issued:-?} admitted of ${lead_expected:-?} expected: rate error ${lead_err:-?} %; ${lead_inv:-?} inversions; TokenIssued to browser (SSE, ${lead_fan_n:-?} streams) p50 ${lead_fan_p50:-?} ms, p99 ${lead_fan_p99:-?} ms | targets: rate error <= 1 %, 0 inversions, fan-out p99 <= 250 ms | |
 | failover gap after SIGKILL of the leader (default lease 600 ms, tick 100 ms) | ${gap:-not seen} s | expected 0.4 to 0.7 s (lease - time since renewal + tick) | |
 | orders/s on one hot product row, group commit (BenchmarkHotRowSideBySide, 40 clients) | ${hot_group} orders/s; at 80 %: p50 ${hot_g50} ms, p99 ${hot_g99} ms | pgbench conditional UPDATE of the same row: ${pg_tps} tps (at 80 %: p50 ${hot_b50} ms, p99 ${hot_b99} ms); a transaction an order: ${hot_alone} orders/s (at 80 %: p50 ${hot_a50} ms, p99 ${hot_a99} ms) | ${hot_vs_pg} of pgbench; ${hot_vs_alone} of a transaction an order |
 | Redis memory per waiting user (${memcnt} waiting) | ${mem_per} bytes | | |
@@ -681,7 +684,7 @@ Highest rate one leader sustained at >= 97 %: **${best}/s** (the ramp stops at t
 ### One leader at ${LEAD_RATE}/s for ${LEAD_WIN} s
 
 A queue of its own (\`lead-<pid>\`, $(( LEAD_RATE * (LEAD_WIN + 5) )) people written with ZADD as above,
-\`tokenTtlSeconds\` 600), one dispatcher with \`TOKEN_EVENTS=batch\` (one
+their enter times with them, \`tokenTtlSeconds\` 600), one dispatcher with \`DISPATCH_TICK=${LEAD_TICK}\` and \`TOKEN_EVENTS=batch\` (one
 TokensIssued message for a queue's admissions of a relay round, routing key
 tokens.issued), a notification-service (\`SSE_MAX_STREAMS_PER_IP=0 SSE_POSITION_INTERVAL=1h\`)
 and \`${LEAD_AWCMD:-admitwatch}\`
@@ -707,6 +710,7 @@ notification-service's parts are given beside it.
 | the notification-service's part (frame - the token's arrival at admitwatch) | p50 ${lead_notify_p50:-?} ms, p99 ${lead_notify_p99:-?} ms | |
 | tokens admitwatch saw in its window (by occurred_at), admission ticks among them, messages in the run | ${lead_aw_tokens:-?} (${lead_aw_rate:-?}/s), ${lead_ticks:-?} ticks, ${lead_msgs:-?} messages | |
 | outbox backlog at the end | ${lead_outbox:-?} entries | |
+| Redis keys at the start and the end of the window (a token is one key; Redis grows its key table as it passes each power of two, 1,048,576 among them) | ${lead_keys0:-?} to ${lead_keys1:-?} | |
 
 \`${lead_line:-admitwatch gave no figures}\`
 
