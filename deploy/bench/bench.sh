@@ -120,7 +120,7 @@ issued_now() { # queue -> "issuedTotal seconds" (Redis TIME, read in the same sc
     1 "wr:{$1}:dispatch" | paste -sd ' '
 }
 
-# ---------------------------------------------------------------- 4b. one leader at 50,000/s (run from section 4, or alone with BENCH_ONLY=leader)
+# ---------------------------------------------------------------- 4b. one leader at 50,000/s (run at the start of section 4, or alone with BENCH_ONLY=leader)
 # Its own queue of LEAD_RATE x (window + 5) people (d1..dN, as section 4),
 # tokenTtlSeconds 600; a notification-service; admitwatch (deploy/loadgen/
 # cmd/admitwatch), which binds its own queue to token.issued and
@@ -415,6 +415,10 @@ GP=$(freeport); GW=http://127.0.0.1:$GP
 AUTH_DEV_MODE=true ENTER_RATE_LIMIT_PER_IP=0 POSITION_RATE_LIMIT_PER_USER=0 PUBLIC_RATE_LIMIT_PER_IP=0 LOG_LEVEL=error HTTP_ADDR=127.0.0.1:$GP OPS_ADDR=127.0.0.1:$(freeport) "$W/bin/queue-gateway" >>"$W/gateway.log" 2>&1 &
 GWPID=$!; pids+=($GWPID)
 for _ in $(seq 100); do curl -fsS "$GW/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+# 4b first, on a Redis without the ramp's line of millions (and its enter
+# times) and without the ramp's tokens: one leader's own queue, measured as
+# it would run on a Redis of its own; it deletes its keys when done.
+lead_run
 DQ=disp-$$
 NFILL=${DISP_FILL:-3000000}; [[ $QUICK == 1 ]] && NFILL=1000000
 putq $DQ '{"state":"PAUSED","admissionRatePerSec":175,"maxQueueSize":50000000,"maxWaitSeconds":604800,"tokenTtlSeconds":600}'
@@ -443,11 +447,6 @@ for r in 20000 30000 50000 75000 100000; do
   if python3 -c "import sys; sys.exit(0 if $pr >= 97 else 1)"; then best=$r; else break; fi
 done
 outbox=$($RC XLEN "wr:{$DQ}:outbox")
-# 4b on a quiet machine: the ramp's queue paused and its relay drained
-# (at most a minute) before the leader section.
-putq $DQ '{"state":"PAUSED"}'
-for _ in $(seq 600); do (( $($RC XLEN "wr:{$DQ}:outbox") == 0 )) && break; sleep 0.1; done
-lead_run
 # failover: a second replica, SIGKILL the leader, time to the next admission
 putq $DQ '{"state":"OPEN","admissionRatePerSec":175}'
 D2=$(startdisp d2 "$(freeport)"); pids+=($D2)
@@ -690,8 +689,9 @@ tokens.issued), a notification-service (\`SSE_MAX_STREAMS_PER_IP=0 SSE_POSITION_
 and \`${LEAD_AWCMD:-admitwatch}\`
 (deploy/loadgen/cmd/admitwatch): its own exclusive queue bound to token.issued
 and tokens.issued, and $LEAD_STREAMS SSE streams of people the window admits,
-each open (first frame received) before admission starts. The ramp's queue is
-paused and its relay drained first. The queue is set OPEN at ${LEAD_RATE}/s;
+each open (first frame received) before admission starts. It runs before the
+ramp's queue is written (so on a Redis that holds the earlier sections' keys
+only, counted below). The queue is set OPEN at ${LEAD_RATE}/s;
 after 1.5 s, \`issuedTotal\` and Redis's \`TIME\` are read in one script call at
 each end of the window. Inversions: over every token received, ordered by
 (occurred_at, order of arrival), the tokens with a lower sequence than one

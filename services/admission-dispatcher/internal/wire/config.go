@@ -24,7 +24,9 @@ type Config struct {
 	config.Log
 	config.Redis
 	config.AMQP
-	// Tick is the admission period, from 10ms to 10s.
+	// Tick is the admission period, from 10ms to 10s. At tens of thousands
+	// of admissions a second, 50ms halves each tick's script and the wait of
+	// the people it admits (docs/SCALING.md, "Admission").
 	Tick time.Duration `env:"DISPATCH_TICK" envDefault:"100ms"`
 	// Lease is the per-queue leadership lease, at least three ticks, renewed
 	// every third of it. A standby takes over within lease + tick after a
