@@ -173,13 +173,13 @@ func orderPath(p *queue.OrderPath) string {
 	return fmt.Sprintf("%d,%d,%d,%d,%d", p.P95.Milliseconds(), p.Attempts, p.Created, p.Unavailable, p.OutboxBacklog)
 }
 
-// flag is a script's boolean argument: "1" or empty.
 // onCluster reports whether the store talks to a Redis Cluster.
 func (s *Store) onCluster() bool {
 	_, ok := s.rdb.(*redis.ClusterClient)
 	return ok
 }
 
+// flag is a script's boolean argument: "1" or empty.
 func flag(b bool) string {
 	if b {
 		return "1"

@@ -109,6 +109,8 @@ if not cfg[1] then
   return {'NOT_FOUND'}
 end
 local prefix, tick_ms, q, tick_id = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+-- The per-user status markers (a held token is in its marker: token_marker).
+local status_prefix = prefix .. 'status:'
 local bound = tonumber(ARGV[6])
 -- A line of a queue split into lines reports its next people's enter times.
 local split = (tonumber(cfg[13] or '1') or 1) > 1
@@ -268,7 +270,7 @@ local stale = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, math
 local markers = {}
 local expiring = 0
 for i, user in ipairs(stale) do
-  markers[i] = redis.call('GET', prefix .. 'status:' .. user)
+  markers[i] = redis.call('GET', status_prefix .. user)
   if marker_state(markers[i]) == 'TOKEN_ISSUED' then
     expiring = expiring + 1
   end
@@ -309,7 +311,7 @@ if tracked and cfg[11] ~= '1' and cfg[1] ~= 'CLOSED' then
   if #over > 0 then
     local seqs = redis.call('ZMSCORE', prefix .. 'away', unpack(over))
     for i, user in ipairs(over) do
-      redis.call('EXISTS', prefix .. 'status:' .. user)
+      redis.call('EXISTS', status_prefix .. user)
       abandoning[i] = {user, tonumber(seqs[i] or '0') or 0}
     end
     redis.call('EXISTS', prefix .. 'entered')
@@ -342,7 +344,6 @@ if ARGV[13] == '1' and (cfg[1] == 'CLOSED' or d[14] ~= minute) then
   end
 end
 local heads = {}
-local status_prefix = prefix .. 'status:'
 local tail_reached = false
 local traced_enters = 0
 local next_times = nil
@@ -432,7 +433,7 @@ for i, user in ipairs(stale) do
   redis.call('ZREM', KEYS[3], user)
   if marker_state(markers[i]) == 'TOKEN_ISSUED' then
     local tid = marker_tid(markers[i])
-    redis.call('SET', prefix .. 'status:' .. user, 'EXPIRED:' .. tid, 'KEEPTTL')
+    redis.call('SET', status_prefix .. user, 'EXPIRED:' .. tid, 'KEEPTTL')
     emit(KEYS[5], traced({'type', 'TokenExpired', 'eid', tid .. '.expired', 'q', q, 'user', user,
       'tid', tid, 'reason', 'NO_SHOW', 'at', now}, ARGV[10], ARGV[11]))
     expired = expired + 1
@@ -453,7 +454,7 @@ for _, a in ipairs(abandoning) do
   local user, seq = a[1], string.format('%d', a[2])
   redis.call('ZREM', prefix .. 'skipped', user)
   redis.call('ZREM', prefix .. 'away', user)
-  redis.call('SET', prefix .. 'status:' .. user, 'ABANDONED:' .. seq, 'PX', 3600000)
+  redis.call('SET', status_prefix .. user, 'ABANDONED:' .. seq, 'PX', 3600000)
   redis.call('HDEL', prefix .. 'entered', user)
   redis.call('HDEL', prefix .. 'traces', user)
   emit(KEYS[5], traced({'type', 'UserAbandoned', 'eid', line_id .. ':' .. seq .. '.abandoned', 'q', q, 'user', user,

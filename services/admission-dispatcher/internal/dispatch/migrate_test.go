@@ -692,7 +692,7 @@ func TestIssueOnAMigratingSlotWritesNothing(t *testing.T) {
 				}
 				return ks
 			},
-			wantErr: errNonLocal, wantLine: "markers[i] = redis.call('GET', prefix .. 'status:'",
+			wantErr: errNonLocal, wantLine: "markers[i] = redis.call('GET', status_prefix .. user)",
 		},
 		{
 			name:    "line and slots moved, the other queue keys not",
