@@ -211,13 +211,15 @@ local last = tonumber(d[5]) or now
 local elapsed = math.max(0, now - last)
 -- The batch cap is ceil(rate x span) + 1 where span is the time this tick
 -- covers: its elapsed time, at least one tick (a tick never issues more than
--- its share plus one) and at most ten (a leader that was gone longer, a
--- failover, catches up one second's worth, not a burst of everything
--- missed). The caller supplies grants for the span it measured. The credit
+-- its share plus one) and at most ten, or a second if that is longer (a
+-- leader that was gone longer, a failover, catches up that much, not a
+-- burst of everything missed; a slow tick of up to a second makes up all
+-- its time at any tick length: queue.CatchUpSpan). The caller supplies
+-- grants for the span it measured. The credit
 -- is capped at the batch cap too: what a catch-up tick could not admit is
 -- not carried into the next second (that was about 15 people too many
 -- after every failover).
-local span = math.min(math.max(tick_ms, elapsed), 10 * tick_ms)
+local span = math.min(math.max(tick_ms, elapsed), math.max(10 * tick_ms, 1000))
 local batch_cap = math.ceil(line_rate * span / 1000) + 1
 local credit = math.min((tonumber(d[4]) or 0) + line_rate * elapsed / 1000, batch_cap)
 

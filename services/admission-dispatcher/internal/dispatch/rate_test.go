@@ -90,16 +90,16 @@ func issuedBy(r *recorder) map[string][]queue.Event {
 
 // overCap returns the ticks that issued more than the issue script allows
 // for their span (the Redis time since the previous issuing tick, clamped
-// to one..MaxCatchUp ticks): ceil(rate x span) + 1. The first issuing
+// to one tick..queue.CatchUpSpan): ceil(rate x span) + 1. The first issuing
 // tick's span is unknown (a tick that issued nothing came before it), so it
 // is held to the widest cap.
 func overCap(events []queue.Event, rate float64, tick time.Duration) []string {
 	times, counts := ticks(events)
 	var bad []string
 	for i, tm := range times {
-		span := queue.MaxCatchUp * tick
+		span := queue.CatchUpSpan(tick)
 		if i > 0 {
-			span = min(max(tick, tm.Sub(times[i-1])), queue.MaxCatchUp*tick)
+			span = min(max(tick, tm.Sub(times[i-1])), queue.CatchUpSpan(tick))
 		}
 		if c := counts[tm]; c > queue.BatchCap(rate, span) {
 			bad = append(bad, fmt.Sprintf("%d after %v (cap %d)", c, span, queue.BatchCap(rate, span)))
@@ -324,7 +324,7 @@ func (s *stalling) RenewLeases(ctx context.Context, owner string, leases []queue
 	return s.Store.RenewLeases(ctx, owner, leases, ttl)
 }
 
-// After a gap in admission longer than MaxCatchUp ticks, the first tick
+// After a gap in admission longer than queue.CatchUpSpan, the first tick
 // makes up one second's worth (rate x 1 s, at most ceil(rate)+1), not the
 // whole gap.
 func TestFirstTickAfterAGapAdmitsOneSecondsWorth(t *testing.T) {

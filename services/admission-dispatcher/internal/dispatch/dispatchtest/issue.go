@@ -90,7 +90,7 @@ func (s *Store) issue(c queue.IssueCall) (queue.IssueResult, error) {
 	}
 	t.elapsed = max(0, t.now-last)
 	tickMs := c.Tick.Milliseconds()
-	span := min(max(tickMs, t.elapsed), 10*tickMs)
+	span := min(max(tickMs, t.elapsed), queue.CatchUpSpan(c.Tick).Milliseconds())
 	t.batchCap = math.Ceil(t.lineRate*float64(span)/1000) + 1
 	t.credit = math.Min(l.d.credit+t.lineRate*float64(t.elapsed)/1000, t.batchCap)
 	if l.cfg.State != queue.Closed {

@@ -100,7 +100,9 @@ func enterOrder(t *testing.T, s dispatch.Store, h Harness) {
 }
 
 func bounded(t *testing.T, s dispatch.Store, h Harness) {
-	catchUp := queue.BatchCap(100, queue.MaxCatchUp*tickLen) // ceil(100/s x 100 ms) + 1
+	// Ten ticks of tickLen are a tenth of a second: the span a tick makes
+	// up is a second all the same (queue.CatchUpSpan).
+	catchUp := queue.BatchCap(10, queue.CatchUpSpan(tickLen)) // ceil(10/s x 1 s) + 1
 	for _, tc := range []struct {
 		name            string
 		rate, share     float64
@@ -112,11 +114,15 @@ func bounded(t *testing.T, s dispatch.Store, h Harness) {
 		{name: "by the line", rate: 1000, tick: tickLen, wait: settle, people: 4, grants: 20, atLeast: 4, atMost: 4},
 		// 10/s for a second: 10 (11 if the second took a tenth longer).
 		{name: "by the rate", rate: 10, tick: 100 * time.Millisecond, wait: time.Second, people: 20, grants: 20, atLeast: 10, atMost: 11},
-		// A gap of 30 ticks catches up ten.
-		{name: "by the catch-up cap", rate: 100, tick: tickLen, wait: 300 * time.Millisecond, people: 20, grants: 20,
+		// A gap of 130 ticks (1.3 s) catches up a second.
+		{name: "by the catch-up cap", rate: 10, tick: tickLen, wait: 1300 * time.Millisecond, people: 20, grants: 20,
 			atLeast: catchUp, atMost: catchUp},
-		{name: "by the line's share of the rate", rate: 1000, share: 0.1, tick: tickLen, wait: 300 * time.Millisecond, people: 20,
+		{name: "by the line's share of the rate", rate: 1000, share: 0.01, tick: tickLen, wait: 1300 * time.Millisecond, people: 20,
 			grants: 20, atLeast: catchUp, atMost: catchUp},
+		// A slow tick of 50 ms ticks (800 ms, Redis busy) makes up all its
+		// time, not ten ticks' 500 ms: 80 to 101 (the wait may run long).
+		{name: "by its own span at 50 ms ticks", rate: 100, tick: 50 * time.Millisecond, wait: 800 * time.Millisecond,
+			people: 200, grants: 200, atLeast: 80, atMost: queue.BatchCap(100, time.Second)},
 	} {
 		q := newQueue(t, h, func(c *queue.Config) { c.AdmissionRatePerSec = tc.rate })
 		enter(t, h, q, tc.people)
@@ -136,16 +142,16 @@ func bounded(t *testing.T, s dispatch.Store, h Harness) {
 }
 
 func catchUpCarriesNothing(t *testing.T, s dispatch.Store, h Harness) {
-	// 10/s: a tick after 30 ticks' gap catches up two, ceil(10/s x 100 ms)
-	// + 1, and carries nothing of the other second over: the next tick
-	// admits nobody until another tenth of a second passed.
+	// 10/s: a tick after a gap of 1.5 s catches up a second, ceil(10/s x
+	// 1 s) + 1, and carries nothing of the other half second over: the
+	// next tick admits nobody until another tenth of a second passed.
 	q := newQueue(t, h, func(c *queue.Config) { c.AdmissionRatePerSec = 10 })
-	enter(t, h, q, 10)
+	enter(t, h, q, 20)
 	e := lead(t, s, q, "a", 10*time.Second)
 	mustIssue(t, s, q, e, nil)
-	h.Wait(t, 300*time.Millisecond)
-	for _, want := range []int{queue.BatchCap(10, queue.MaxCatchUp*tickLen), 0} {
-		if r := mustIssue(t, s, q, e, grants(t, 10)); r.Issued != want {
+	h.Wait(t, 1500*time.Millisecond)
+	for _, want := range []int{queue.BatchCap(10, queue.CatchUpSpan(tickLen)), 0} {
+		if r := mustIssue(t, s, q, e, grants(t, 20)); r.Issued != want {
 			t.Fatalf("issued %d, want %d", r.Issued, want)
 		}
 	}
