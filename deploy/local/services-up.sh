@@ -5,7 +5,8 @@
 # (the browser test), npm with the page audit's pinned axe-core
 # (deploy/e2e/a11y, npm ci from its lock) and iproute2 (the partition
 # drills); with --fonts, the CJK fonts make screenshots draws with; with --bench, what
-# make bench drives the load with (wrk). With --install,
+# make bench drives the load with (wrk) and Chromium with npm for its
+# Lighthouse run of the waiting page. With --install,
 # apt-get installs what is missing (as root, or through sudo); without it,
 # or where apt-get cannot, each missing piece is named with its package and
 # we fail. make run and make test call it with --install.
@@ -85,6 +86,9 @@ if $tests; then
 fi
 if $bench; then
   need wrk wrk || missing=1
+  # The waiting page's first load: Lighthouse (npm) in Debian's Chromium.
+  need chromium chromium || missing=1
+  need npm npm || missing=1
 fi
 # --fonts: glyphs for Chinese, Japanese and Korean (make screenshots draws
 # the page in Japanese; without them Chromium draws boxes).
