@@ -215,10 +215,9 @@ local elapsed = math.max(0, now - last)
 -- leader that was gone longer, a failover, catches up that much, not a
 -- burst of everything missed; a slow tick of up to a second makes up all
 -- its time at any tick length: queue.CatchUpSpan). The caller supplies
--- grants for the span it measured. The credit
--- is capped at the batch cap too: what a catch-up tick could not admit is
--- not carried into the next second (that was about 15 people too many
--- after every failover).
+-- grants for the span it measured. The credit is capped at the batch cap
+-- too: what a catch-up tick could not admit is not carried into the next
+-- second (that was about 15 people too many after every failover).
 local span = math.min(math.max(tick_ms, elapsed), math.max(10 * tick_ms, 1000))
 local batch_cap = math.ceil(line_rate * span / 1000) + 1
 local credit = math.min((tonumber(d[4]) or 0) + line_rate * elapsed / 1000, batch_cap)

@@ -193,7 +193,7 @@ local function live_token(status_key, token_key, now)
 end
 
 -- Lua unpacks at most about 8,000 values at once ("too many results to
--- unpack"), and a tick may admit ten ticks' worth at 100,000 a second: a
+-- unpack"), and a tick may admit a second's worth at 100,000 a second: a
 -- call with a list of people goes in pieces of UNPACK_MAX, and the replies
 -- of a reading call are joined in order.
 local UNPACK_MAX = 1000

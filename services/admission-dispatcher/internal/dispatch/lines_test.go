@@ -210,7 +210,7 @@ func TestShardedQueueAdmitsEveryoneOnceInOrder(t *testing.T) {
 	}
 	batch = max(batch, round, rate/10+1)
 	if batch > 12*(rate/10+1) {
-		// A late round makes up at most ten ticks (DESIGN), and one
+		// A late round makes up at most a second, ten ticks here (DESIGN), and one
 		// after it on time may run within 50 ms of it.
 		t.Fatalf("a round of %d admissions, more than twelve ticks' worth (%d)", batch, 12*(rate/10+1))
 	}
