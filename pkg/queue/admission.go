@@ -227,22 +227,14 @@ func BatchCap(rate float64, tick time.Duration) int {
 	return int(math.Ceil(rate*tick.Seconds())) + 1
 }
 
-// MaxCatchUp and MinCatchUp bound the longest span one tick makes up for
-// (CatchUpSpan): ten ticks, and never less than a second. A leader that
-// was gone longer (a failover) catches up this much, not everything; a
-// slow tick, up to a second, makes up all of its time, at a tick of 50 ms
-// as at one of 100 ms (ten 50 ms ticks alone would drop what a tick of
-// 600 ms, Redis busy, should have admitted).
-const (
-	MaxCatchUp = 10
-	MinCatchUp = time.Second
-)
-
 // CatchUpSpan is the longest span one tick of length tick makes up for:
-// MaxCatchUp ticks, at least MinCatchUp. The issue operation applies the
-// same bound.
+// ten ticks, and never less than a second. A leader that was gone longer
+// (a failover) catches up this much, not everything; a slow tick, up to a
+// second, makes up all of its time, at a tick of 50 ms as at one of 100 ms
+// (ten 50 ms ticks alone would drop what a tick of 600 ms, Redis busy,
+// should have admitted). The issue operation applies the same bound.
 func CatchUpSpan(tick time.Duration) time.Duration {
-	return max(MaxCatchUp*tick, MinCatchUp)
+	return max(10*tick, time.Second)
 }
 
 // GrantsFor is how many grants a tick needs to admit what the issue
@@ -254,7 +246,7 @@ func GrantsFor(rate float64, tick, since time.Duration) int {
 	if since > 0 {
 		// A quarter more than measured: Redis's clock between two ticks may
 		// run a little longer than ours did.
-		span = min(max(since+since/4, tick), CatchUpSpan(tick))
+		span = min(max(since+since/4, tick), span)
 	}
 	return BatchCap(rate, span)
 }

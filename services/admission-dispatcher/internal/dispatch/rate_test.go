@@ -96,10 +96,11 @@ func issuedBy(r *recorder) map[string][]queue.Event {
 func overCap(events []queue.Event, rate float64, tick time.Duration) []string {
 	times, counts := ticks(events)
 	var bad []string
+	widest := queue.CatchUpSpan(tick)
 	for i, tm := range times {
-		span := queue.CatchUpSpan(tick)
+		span := widest
 		if i > 0 {
-			span = min(max(tick, tm.Sub(times[i-1])), queue.CatchUpSpan(tick))
+			span = min(max(tick, tm.Sub(times[i-1])), widest)
 		}
 		if c := counts[tm]; c > queue.BatchCap(rate, span) {
 			bad = append(bad, fmt.Sprintf("%d after %v (cap %d)", c, span, queue.BatchCap(rate, span)))
